@@ -1,0 +1,137 @@
+# boxkite — build, test, demo, bench.
+# Pipeline for BPF as in libbpf-bootstrap:
+#   bpf/%.bpf.c -> build/bpf/%.tmp.bpf.o -> (bpftool gen object) %.bpf.o -> %.skel.h
+# Generated files live only under build/.
+
+BUILD     ?= build
+V         ?= 0
+Q         := $(if $(filter 1,$(V)),,@)
+CC        ?= gcc
+CLANG     ?= clang
+BPFTOOL   ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
+ARCH      := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+PREFIX    ?= /usr/local
+VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+
+PKGS      := libbpf libmnl libmicrohttpd libcjson openssl
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN      := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter -Wno-format-truncation -Wno-format-nonliteral
+CFLAGS    ?= -O2 -g
+CFLAGS    += -std=gnu11 $(WARN) -D_GNU_SOURCE -fstack-protector-strong \
+             -fno-strict-aliasing -DBK_VERSION='"$(VERSION)"' \
+             -Iagent -Iagent/lib -Ibpf/include -I$(BUILD) $(PKG_CFLAGS)
+LDFLAGS   += -Wl,-z,relro,-z,now
+
+ifeq ($(SANITIZE),1)
+  BUILD   := build/san
+  CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+else
+  CFLAGS  += -D_FORTIFY_SOURCE=2
+endif
+
+LIB_SRCS   := $(wildcard agent/lib/*.c)
+AGENT_SRCS := $(filter-out agent/main.c,$(wildcard agent/*.c))
+CTL_SRCS   := $(wildcard agent/ctl/*.c)
+SHIM_SRCS  := $(wildcard sidecar-shim/*.c)
+UNIT_SRCS  := $(wildcard tests/unit/test-*.c)
+TOOL_SRCS  := $(wildcard tests/tools/*.c)
+
+LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+AGENT_OBJS := $(AGENT_SRCS:%.c=$(BUILD)/obj/%.o)
+CTL_OBJS   := $(CTL_SRCS:%.c=$(BUILD)/obj/%.o)
+SHIM_OBJS  := $(SHIM_SRCS:%.c=$(BUILD)/obj/%.o)
+UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+TOOL_BINS  := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/%)
+
+BINS := $(BUILD)/boxkite-agent $(BUILD)/boxkite-shim $(BUILD)/boxkitectl
+
+.DELETE_ON_ERROR:
+.SECONDARY:
+.PHONY: all deps check unit e2e manifests demo bench fuzz install clean
+
+all: $(BINS) $(TOOL_BINS)
+
+deps:
+	$(Q)scripts/install-deps.sh
+
+# ---- BPF -------------------------------------------------------------------
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
+              -I/usr/include/$(MULTIARCH) -Ibpf/include
+
+$(BUILD)/bpf/%.tmp.bpf.o: bpf/%.bpf.c $(wildcard bpf/include/*.h)
+	@mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/bpf/%.bpf.o: $(BUILD)/bpf/%.tmp.bpf.o
+	$(Q)$(BPFTOOL) gen object $@ $<
+
+$(BUILD)/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	$(Q)$(BPFTOOL) gen skeleton $< name $* > $@
+
+# ---- C ---------------------------------------------------------------------
+$(BUILD)/obj/agent/%.o: agent/%.c $(BUILD)/boxkite.skel.h
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libbkcommon.a: $(LIB_OBJS)
+	$(Q)$(AR) rcs $@ $^
+$(BUILD)/libbkagent.a: $(AGENT_OBJS)
+	$(Q)$(AR) rcs $@ $^
+
+$(BUILD)/boxkite-agent: $(BUILD)/obj/agent/main.o $(BUILD)/libbkagent.a $(BUILD)/libbkcommon.a
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lpthread
+$(BUILD)/boxkitectl: $(CTL_OBJS) $(BUILD)/libbkcommon.a
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+$(BUILD)/boxkite-shim: $(SHIM_OBJS) $(BUILD)/libbkcommon.a
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lpthread
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbkagent.a $(BUILD)/libbkcommon.a
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(PKG_LIBS) -lcmocka -lpthread
+$(BUILD)/tests/%: tests/tools/%.c $(BUILD)/libbkcommon.a
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(PKG_LIBS)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- tests -----------------------------------------------------------------
+unit: $(UNIT_BINS)
+	$(Q)tests/run-unit.sh $(UNIT_BINS)
+
+e2e: all
+	$(Q)BK_BIN=$(abspath $(BUILD)) tests/run-e2e.sh
+
+manifests:
+	$(Q)tests/manifests/run.sh
+
+# The README's test command: dependencies, both builds, every test.
+check: deps
+	$(Q)$(MAKE) --no-print-directory all unit
+	$(Q)$(MAKE) --no-print-directory SANITIZE=1 all unit
+	$(Q)BK_BIN=$(abspath build) tests/run-e2e.sh
+	$(Q)BK_BIN=$(abspath build/san) BK_E2E_SANITIZED=1 tests/run-e2e.sh
+	$(Q)if [ -x tests/manifests/run.sh ]; then tests/manifests/run.sh; fi
+	$(Q)tests/summary.sh
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BK_BIN=$(abspath build) scripts/demo.sh
+
+bench: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BK_BIN=$(abspath build) scripts/bench.sh
+
+install: $(BINS)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf build

@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* boxkitectl: the operator's tool. Talks to the agent's admin socket (root
+ * only), and runs local-mode sandbox pods with runc. */
+#include <cJSON.h>
+#include <getopt.h>
+#include <limits.h>
+#include <sys/stat.h>
+
+#include "local.h"
+#include "proto.h"
+#include "util.h"
+
+static const char *admin_socket = "/run/boxkite/admin.sock";
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: boxkitectl [--admin-socket PATH] COMMAND ...\n"
+		   "  sandbox create NAME [--policy P] [--agent-socket PATH] [--shim-bin PATH]\n"
+		   "  sandbox delete NAME\n"
+		   "  sandbox list\n"
+		   "  exec NAME [--timeout S] [--json] -- CMD [ARG...]\n"
+		   "  status\n"
+		   "  ready\n"
+		   "  call --socket PATH OP [ARGS-JSON]   (raw request, for debugging)\n");
+}
+
+/* One request on the admin socket; returns the parsed response or NULL. */
+static cJSON *admin_call(const char *sock, const char *op, cJSON *args, int *status)
+{
+	int fd = bk_connect(sock);
+	if (fd < 0) {
+		fprintf(stderr, "boxkitectl: cannot reach the agent at %s: %s\n", sock, strerror(-fd));
+		cJSON_Delete(args);
+		return NULL;
+	}
+	cJSON *req = cJSON_CreateObject();
+	cJSON_AddStringToObject(req, "op", op);
+	cJSON_AddItemToObject(req, "args", args ? args : cJSON_CreateObject());
+	char *txt = cJSON_PrintUnformatted(req);
+	cJSON_Delete(req);
+	char *resp = NULL;
+	size_t rl = 0;
+	int r = bk_call(fd, txt, strlen(txt), &resp, &rl);
+	free(txt);
+	close(fd);
+	if (r < 0) {
+		fprintf(stderr, "boxkitectl: agent request failed: %s\n", r == -ECONNRESET ? "connection closed" : strerror(-r));
+		return NULL;
+	}
+	cJSON *o = cJSON_ParseWithLength(resp, rl);
+	free(resp);
+	const cJSON *st = o ? cJSON_GetObjectItemCaseSensitive(o, "status") : NULL;
+	if (!cJSON_IsNumber(st)) {
+		fprintf(stderr, "boxkitectl: malformed answer from the agent\n");
+		cJSON_Delete(o);
+		return NULL;
+	}
+	*status = st->valueint;
+	return o;
+}
+
+static void print_error(const cJSON *resp)
+{
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(resp, "body");
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(b, "detail");
+	fprintf(stderr, "boxkitectl: %s\n", cJSON_IsString(d) ? d->valuestring : "request failed");
+}
+
+/* POSIX shell single-quoting */
+static int shell_join(char **argv, int argc, char **out)
+{
+	size_t cap = 1, len = 0;
+	for (int i = 0; i < argc; i++)
+		cap += strlen(argv[i]) * 4 + 3;
+	char *s = malloc(cap);
+	if (!s)
+		return -ENOMEM;
+	for (int i = 0; i < argc; i++) {
+		if (i)
+			s[len++] = ' ';
+		bool plain = argv[i][0] != '\0';
+		for (const char *p = argv[i]; *p; p++)
+			if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%", *p))
+				plain = false;
+		if (plain) {
+			memcpy(s + len, argv[i], strlen(argv[i]));
+			len += strlen(argv[i]);
+			continue;
+		}
+		s[len++] = '\'';
+		for (const char *p = argv[i]; *p; p++) {
+			if (*p == '\'') {
+				memcpy(s + len, "'\\''", 4);
+				len += 4;
+			} else
+				s[len++] = *p;
+		}
+		s[len++] = '\'';
+	}
+	s[len] = '\0';
+	*out = s;
+	return 0;
+}
+
+static int cmd_exec(int argc, char **argv)
+{
+	/* exec NAME [--timeout S] [--json] -- CMD... */
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	const char *name = argv[1];
+	long timeout = 0;
+	bool json = false;
+	int i = 2;
+	for (; i < argc; i++) {
+		if (streq(argv[i], "--")) {
+			i++;
+			break;
+		} else if (streq(argv[i], "--json"))
+			json = true;
+		else if (streq(argv[i], "--timeout") && i + 1 < argc) {
+			uint64_t v;
+			if (parse_u64(argv[++i], &v) < 0 || v == 0 || v > 86400) {
+				fprintf(stderr, "boxkitectl: --timeout takes seconds (1-86400)\n");
+				return 2;
+			}
+			timeout = (long)v;
+		} else
+			break;
+	}
+	if (i >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	char *cmd;
+	if (shell_join(argv + i, argc - i, &cmd) < 0)
+		return 1;
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "sandbox", name);
+	cJSON_AddStringToObject(args, "command", cmd);
+	free(cmd);
+	if (timeout)
+		cJSON_AddNumberToObject(args, "timeout", (double)timeout);
+	int status;
+	cJSON *resp = admin_call(admin_socket, "exec", args, &status);
+	if (!resp)
+		return 125;
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(resp, "body");
+	int rc;
+	if (json) {
+		char *t = cJSON_PrintUnformatted(b);
+		puts(t);
+		free(t);
+		rc = status == 200 ? cJSON_GetObjectItemCaseSensitive(b, "exit_code")->valueint : 125;
+	} else if (status != 200) {
+		print_error(resp);
+		rc = 125;
+	} else {
+		const cJSON *o = cJSON_GetObjectItemCaseSensitive(b, "stdout");
+		const cJSON *e = cJSON_GetObjectItemCaseSensitive(b, "stderr");
+		fputs(cJSON_IsString(o) ? o->valuestring : "", stdout);
+		fputs(cJSON_IsString(e) ? e->valuestring : "", stderr);
+		rc = cJSON_GetObjectItemCaseSensitive(b, "exit_code")->valueint;
+	}
+	cJSON_Delete(resp);
+	return rc;
+}
+
+static int cmd_simple(const char *op, bool ready)
+{
+	int status;
+	cJSON *resp = admin_call(admin_socket, op, NULL, &status);
+	if (!resp)
+		return 1;
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(resp, "body");
+	int rc = status == 200 ? 0 : 1;
+	if (ready) {
+		rc = status == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "node_safe")) ? 0 : 1;
+		printf("%s\n", rc == 0 ? "ready" : "not ready");
+	} else {
+		char *t = cJSON_Print(b);
+		puts(t);
+		free(t);
+	}
+	cJSON_Delete(resp);
+	return rc;
+}
+
+static int cmd_call(int argc, char **argv)
+{
+	/* call --socket PATH OP [ARGS] */
+	if (argc < 4 || !streq(argv[1], "--socket")) {
+		usage(stderr);
+		return 2;
+	}
+	int fd = bk_connect(argv[2]);
+	if (fd < 0) {
+		fprintf(stderr, "boxkitectl: %s: %s\n", argv[2], strerror(-fd));
+		return 1;
+	}
+	char *req;
+	if (asprintf(&req, "{\"op\":\"%s\",\"args\":%s}", argv[3], argc > 4 ? argv[4] : "{}") < 0)
+		return 1;
+	char *resp = NULL;
+	int r = bk_call(fd, req, strlen(req), &resp, NULL);
+	free(req);
+	close(fd);
+	if (r < 0) {
+		fprintf(stderr, "boxkitectl: %s\n", r == -ECONNRESET ? "connection closed by the agent" : strerror(-r));
+		return 1;
+	}
+	puts(resp);
+	free(resp);
+	return 0;
+}
+
+static void default_shim_bin(char *buf, size_t len)
+{
+	/* next to this binary */
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(buf, len, "%s/boxkite-shim", self);
+			return;
+		}
+	}
+	snprintf(buf, len, "/usr/local/bin/boxkite-shim");
+}
+
+static int cmd_sandbox(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	char shim[PATH_MAX];
+	default_shim_bin(shim, sizeof(shim));
+	struct local_opts o = { .agent_socket = "/run/boxkite/agent.sock", .shim_bin = shim, .runc_root = "/run/runc" };
+	const char *name = NULL;
+	for (int i = 2; i < argc; i++) {
+		if (streq(argv[i], "--policy") && i + 1 < argc)
+			o.policy = argv[++i];
+		else if (streq(argv[i], "--agent-socket") && i + 1 < argc)
+			o.agent_socket = argv[++i];
+		else if (streq(argv[i], "--shim-bin") && i + 1 < argc)
+			o.shim_bin = argv[++i];
+		else if (!name && argv[i][0] != '-')
+			name = argv[i];
+		else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "boxkitectl: local sandboxes need root\n");
+		return 1;
+	}
+	if (streq(argv[1], "list"))
+		return local_list() < 0;
+	if (!name) {
+		usage(stderr);
+		return 2;
+	}
+	if (streq(argv[1], "create"))
+		return local_create(name, &o) < 0;
+	if (streq(argv[1], "delete"))
+		return local_delete(name, &o) < 0;
+	usage(stderr);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	const char *env = getenv("BOXKITE_ADMIN_SOCKET");
+	if (env && env[0])
+		admin_socket = env;
+	int i = 1;
+	while (i < argc && startswith(argv[i], "--")) {
+		if (streq(argv[i], "--admin-socket") && i + 1 < argc) {
+			admin_socket = argv[i + 1];
+			i += 2;
+		} else if (streq(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (i >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	const char *cmd = argv[i];
+	argc -= i;
+	argv += i;
+	if (streq(cmd, "sandbox"))
+		return cmd_sandbox(argc, argv);
+	if (streq(cmd, "exec"))
+		return cmd_exec(argc, argv);
+	if (streq(cmd, "status"))
+		return cmd_simple("status", false);
+	if (streq(cmd, "ready"))
+		return cmd_simple("status", true);
+	if (streq(cmd, "call"))
+		return cmd_call(argc, argv);
+	usage(stderr);
+	return 2;
+}

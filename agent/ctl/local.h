@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Local mode: a sandbox pod run by runc on a plain host — a pod network
+ * namespace, a "sandbox" container and a "shim" container, cgroups in
+ * kubelet's cgroupfs layout and CRI-style annotations, so the agent resolves
+ * it exactly as it resolves containerd+runc pods on a Kubernetes node. */
+#pragma once
+
+struct local_opts {
+	const char *policy;
+	const char *agent_socket; /* host path of the agent socket */
+	const char *shim_bin;     /* host path of boxkite-shim */
+	const char *runc_root;    /* runc --root, default /run/runc */
+};
+
+int local_create(const char *name, const struct local_opts *o);
+int local_delete(const char *name, const struct local_opts *o);
+int local_list(void);

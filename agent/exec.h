@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The per-exec isolation engine. Order and failure semantics (fail closed:
+ * the command never starts, the result names the layer):
+ *   1. cgroup  — per-exec cgroup under the pod (v2 + v1 pids/memory caps)
+ *   2. bpf     — policy entry + pinned links on the exec cgroup, verified
+ *                with a prog query
+ *   3. netns   — clone3(CLONE_NEWNET|CLONE_INTO_CGROUP|CLONE_NEWPID) with lo up
+ *   4. container — setns into the sandbox container (mnt, uts, ipc, cgroup;
+ *                pid via a nested pid namespace below the container's), its
+ *                uid/gid, no capabilities, no_new_privs, rlimits, clean env
+ *   5. /bin/sh -c COMMAND, output caps, timeout kills the whole cgroup. */
+#pragma once
+#include <net/if.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cgroup.h"
+#include "config.h"
+#include "filter.h"
+#include "netlink.h"
+#include "pod.h"
+
+#define BK_DENIED_MAX 64
+
+struct bk_denial {
+	char dst[48];
+	uint16_t port;
+	char proto[8];
+	uint32_t pid;
+	char comm[16];
+	char reason[24];
+};
+
+struct bk_engine {
+	struct bk_config *cfg;
+	struct bk_cgroup_mounts mounts;
+	struct bk_filter *filter; /* NULL only when the BPF layer is off (testing) */
+	int self_pidns;           /* to return from the sandbox's pid namespace */
+	int devnull;
+	pthread_t rb_thread;
+	volatile int stop;
+	pthread_mutex_t lock;
+	struct bk_exec_slot *slots; /* live execs, for denial events */
+	int nslots;
+	uint64_t events_unmatched;
+	uint64_t live;
+	char keepalive[512];
+};
+
+struct bk_exec_req {
+	const char *command;
+	uint32_t timeout_s;
+	const char *cwd;
+	char *const *env;             /* "K=V", NULL-terminated */
+	uint64_t out_cap;
+};
+
+struct bk_exec_result {
+	char exec_id[24];
+	int exit_code;
+	bool timed_out;
+	bool truncated;
+	char *out, *err;
+	size_t outlen, errlen;
+	double duration_ms;
+	/* receipt, read back from the kernel */
+	bool fresh_netns;
+	uint64_t netns_inode;
+	char ifaces[BK_MAX_IFACES][IFNAMSIZ];
+	int n_ifaces;
+	char cgroup[4096];
+	uint64_t cgroup_id;
+	char cgroup_pids[4096];
+	char cgroup_memory[4096];
+	uint64_t pids_max, memory_max;
+	int n_progs;
+	struct bk_prog_desc progs[BK_NPROGS];
+	uint32_t uid, gid;
+	/* denials seen during the exec */
+	struct bk_denial denied[BK_DENIED_MAX];
+	int n_denied;
+	uint64_t denied_total;
+	/* failure: layer != "" means the command did not run */
+	char layer[24];
+	char error[512];
+};
+
+int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t errlen);
+void bk_engine_fini(struct bk_engine *e);
+void bk_exec_result_free(struct bk_exec_result *r);
+/* Returns 0 when the command ran (whatever its exit code), -errno when a
+ * layer failed (res->layer/res->error say which and why). */
+int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_exec_req *req,
+		struct bk_exec_result *res);

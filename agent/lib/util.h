@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Small helpers shared by the agent, boxkitectl and the shim.
+ * Ownership follows bubblewrap/systemd: cleanup attributes instead of free
+ * ladders, steal_* to hand ownership out of a scope. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static inline void freep(void *p) { free(*(void **)p); }
+static inline void closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		close(*fd);
+		errno = saved;
+	}
+}
+static inline void fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+static inline void *steal_ptr_(void **p)
+{
+	void *r = *p;
+	*p = NULL;
+	return r;
+}
+#define steal_ptr(p) steal_ptr_((void **)(p))
+static inline int steal_fd(int *fd)
+{
+	int r = *fd;
+	*fd = -1;
+	return r;
+}
+
+static inline bool streq(const char *a, const char *b) { return strcmp(a, b) == 0; }
+static inline bool startswith(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Read a whole (small) file. Returns 0 and a NUL-terminated buffer, or
+ * -errno; -EFBIG when it is larger than max. */
+int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *len);
+/* Write a string to an existing file (cgroup knobs, /proc files). */
+int write_file_at(int dirfd, const char *path, const char *s);
+/* Parse a non-negative decimal integer with full validation (no atoi). */
+int parse_u64(const char *s, uint64_t *out);
+/* Monotonic time in nanoseconds. */
+uint64_t now_ns(void);
+/* mkdir -p, mode for every created component. */
+int mkdir_p(const char *path, mode_t mode);

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "netlink.h"
+#include "util.h"
+
+#include <libmnl/libmnl.h>
+#include <linux/if.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+#include <time.h>
+
+static int nl_open(void)
+{
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return -errno;
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+static int nl_send(int fd, struct nlmsghdr *nlh)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	ssize_t r = sendto(fd, nlh, nlh->nlmsg_len, 0, (struct sockaddr *)&sa, sizeof(sa));
+	if (r < 0)
+		return -errno;
+	return 0;
+}
+
+int bk_netns_lo_up(void)
+{
+	_cleanup_close_ int fd = nl_open();
+	if (fd < 0)
+		return fd;
+	char buf[512] __attribute__((aligned(8)));
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_NEWLINK;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	uint32_t seq = (uint32_t)time(NULL);
+	nlh->nlmsg_seq = seq;
+	struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+	ifm->ifi_family = AF_UNSPEC;
+	ifm->ifi_change = IFF_UP;
+	ifm->ifi_flags = IFF_UP;
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, "lo");
+	int r = nl_send(fd, nlh);
+	if (r < 0)
+		return r;
+	char rbuf[1024] __attribute__((aligned(8)));
+	ssize_t n = recv(fd, rbuf, sizeof(rbuf), 0);
+	if (n < 0)
+		return -errno;
+	r = mnl_cb_run(rbuf, (size_t)n, seq, 0, NULL, NULL);
+	return r < 0 ? -errno : 0;
+}
+
+struct list_ctx {
+	char (*names)[IFNAMSIZ];
+	int max;
+	int count;
+};
+
+static int attr_cb(const struct nlattr *a, void *data)
+{
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(a);
+	if (type == IFLA_IFNAME && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)
+		tb[IFLA_IFNAME] = a;
+	return MNL_CB_OK;
+}
+
+static int link_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct list_ctx *c = data;
+	const struct nlattr *tb[IFLA_MAX + 1] = { 0 };
+	mnl_attr_parse(nlh, sizeof(struct ifinfomsg), attr_cb, tb);
+	if (c->count < c->max) {
+		const char *name = tb[IFLA_IFNAME] ? mnl_attr_get_str(tb[IFLA_IFNAME]) : "?";
+		size_t l = strnlen(name, IFNAMSIZ - 1);
+		memcpy(c->names[c->count], name, l);
+		c->names[c->count][l] = '\0';
+	}
+	c->count++;
+	return MNL_CB_OK;
+}
+
+int bk_netns_list(char names[][IFNAMSIZ], int max)
+{
+	_cleanup_close_ int fd = nl_open();
+	if (fd < 0)
+		return fd;
+	char buf[512] __attribute__((aligned(8)));
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_GETLINK;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	uint32_t seq = (uint32_t)time(NULL) + 1;
+	nlh->nlmsg_seq = seq;
+	struct rtgenmsg *rt = mnl_nlmsg_put_extra_header(nlh, sizeof(*rt));
+	rt->rtgen_family = AF_PACKET;
+	int r = nl_send(fd, nlh);
+	if (r < 0)
+		return r;
+	struct list_ctx c = { .names = names, .max = max };
+	char rbuf[16384] __attribute__((aligned(8)));
+	for (;;) {
+		ssize_t n = recv(fd, rbuf, sizeof(rbuf), 0);
+		if (n < 0)
+			return -errno;
+		r = mnl_cb_run(rbuf, (size_t)n, seq, 0, link_cb, &c);
+		if (r < 0)
+			return -errno;
+		if (r == MNL_CB_STOP)
+			break;
+	}
+	return c.count;
+}

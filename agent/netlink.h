@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rtnetlink through libmnl, without heap allocation: these run in the exec
+ * child between clone3() and execve(), where malloc is off limits (other
+ * agent threads may hold its locks). */
+#pragma once
+#include <net/if.h>
+
+#define BK_MAX_IFACES 8
+
+/* Bring "lo" up in the calling thread's network namespace. 0 or -errno. */
+int bk_netns_lo_up(void);
+/* List interface names of the current netns (at most max). Returns the
+ * number of interfaces (which may exceed max) or -errno. */
+int bk_netns_list(char names[][IFNAMSIZ], int max);

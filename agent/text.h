@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Byte-level text helpers for untrusted output (fuzzed). */
+#pragma once
+#include <stddef.h>
+
+/* Copy n bytes into a new NUL-terminated buffer, replacing every invalid
+ * UTF-8 sequence (and NUL bytes) with U+FFFD, so the result is safe to put
+ * in a JSON string. *outlen gets the new length. NULL on ENOMEM. */
+char *bk_utf8_sanitize(const char *in, size_t n, size_t *outlen);
+
+/* Replace every occurrence of each non-empty secret with "[REDACTED]",
+ * in place semantics via reallocation: returns a new buffer (the input is
+ * freed) or NULL on ENOMEM. If tail_partial is set, a trailing prefix of a
+ * secret (output cut at a cap) is redacted too. */
+char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecrets, int tail_partial);

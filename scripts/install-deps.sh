@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that building, testing and the demo need.
+# Idempotent: a package already installed is not fetched again, and apt is
+# not touched at all when nothing is missing.
+set -euo pipefail
+
+PKGS=(
+  build-essential clang llvm pkg-config make
+  libbpf-dev bpftool libelf-dev zlib1g-dev
+  libmnl-dev libssl-dev libmicrohttpd-dev libcjson-dev libcmocka-dev
+  libclang-rt-14-dev
+  runc iproute2 curl jq openssl procps util-linux kmod
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}); run as root" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
