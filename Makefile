@@ -51,7 +51,7 @@ BINS := $(BUILD)/boxkite-agent $(BUILD)/boxkite-shim $(BUILD)/boxkitectl
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps check unit e2e manifests demo bench fuzz install clean
+.PHONY: all deps check unit unit-bins e2e manifests demo bench fuzz install clean
 
 all: $(BINS) $(TOOL_BINS)
 
@@ -62,20 +62,20 @@ deps:
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
               -I/usr/include/$(MULTIARCH) -Ibpf/include
 
-$(BUILD)/bpf/%.tmp.bpf.o: bpf/%.bpf.c $(wildcard bpf/include/*.h)
+BPF_SKEL := $(BUILD)/boxkite.skel.h
+
+$(BUILD)/bpf/boxkite.tmp.bpf.o: bpf/boxkite.bpf.c $(wildcard bpf/include/*.h)
 	@mkdir -p $(@D)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
-$(BUILD)/bpf/%.bpf.o: $(BUILD)/bpf/%.tmp.bpf.o
+$(BUILD)/bpf/boxkite.bpf.o: $(BUILD)/bpf/boxkite.tmp.bpf.o
 	$(Q)$(BPFTOOL) gen object $@ $<
 
-$(BUILD)/%.skel.h: $(BUILD)/bpf/%.bpf.o
-	$(Q)$(BPFTOOL) gen skeleton $< name $* > $@
+$(BPF_SKEL): $(BUILD)/bpf/boxkite.bpf.o
+	$(Q)$(BPFTOOL) gen skeleton $< name boxkite > $@
 
 # ---- C ---------------------------------------------------------------------
-$(BUILD)/obj/agent/%.o: agent/%.c $(BUILD)/boxkite.skel.h
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+$(AGENT_OBJS) $(BUILD)/obj/agent/main.o: $(BPF_SKEL)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -112,14 +112,14 @@ e2e: all
 manifests:
 	$(Q)tests/manifests/run.sh
 
-# The README's test command: dependencies, both builds, every test.
+unit-bins: $(UNIT_BINS)
+
+# The README's test command: dependencies, both builds, every test lane.
 check: deps
-	$(Q)$(MAKE) --no-print-directory all unit
-	$(Q)$(MAKE) --no-print-directory SANITIZE=1 all unit
-	$(Q)BK_BIN=$(abspath build) tests/run-e2e.sh
-	$(Q)BK_BIN=$(abspath build/san) BK_E2E_SANITIZED=1 tests/run-e2e.sh
-	$(Q)if [ -x tests/manifests/run.sh ]; then tests/manifests/run.sh; fi
-	$(Q)tests/summary.sh
+	$(Q)tests/check.sh
+
+fuzz: deps
+	$(Q)FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) tests/fuzz/run.sh
 
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all

@@ -307,15 +307,15 @@ char *bk_api_handle(struct bk_agent *a, enum bk_caller_kind kind, const struct b
 		cJSON *b = cJSON_CreateObject();
 		cJSON_AddStringToObject(b, "status", "ok");
 		out = respond(200, b);
-	} else if (kind == BK_CALLER_SHIM && streq(o, "identity")) {
-		out = respond(200, identity_json(caller));
-	} else if (kind == BK_CALLER_SHIM && streq(o, "exec")) {
+	} else if (kind == BK_CALLER_SHIM && (streq(o, "exec") || streq(o, "identity"))) {
 		/* the sandbox is re-resolved for every exec: containers restart */
 		struct bk_pod p = *caller;
 		p.sandbox_pidfd = -1;
 		char err[512] = "";
 		if (bk_pod_open_sandbox(&a->cfg, &p, err, sizeof(err)) < 0)
 			out = bk_api_error(503, "sandbox_unavailable", "%s", err);
+		else if (streq(o, "identity"))
+			out = respond(200, identity_json(&p));
 		else
 			out = do_exec(a, &p, args);
 		bk_pod_release(&p);

@@ -162,6 +162,10 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 		r = C_ERR("config: the BPF layer can only be turned off together with testing.allow_unsafe");
 		goto out;
 	}
+	if (c->fault[0] && !c->allow_unsafe) {
+		r = C_ERR("config: testing.fault needs testing.allow_unsafe");
+		goto out;
+	}
 	if (c->timeout_default > c->timeout_max) {
 		r = C_ERR("config: exec.timeout_default exceeds exec.timeout_max");
 		goto out;

@@ -208,6 +208,7 @@ void bk_filter_close(struct bk_filter *f)
 	if (f->keepalive[0])
 		rmdir(f->keepalive);
 	unpin_all(f->bpffs);
+	rmdir(f->bpffs); /* fails, rightly, while exec link pins remain */
 	boxkite__destroy(f->skel);
 	free(f);
 }

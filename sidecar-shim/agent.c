@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Connections to boxkite-agent.
+ *
+ * A small pool of connected SOCK_SEQPACKET sockets, one request at a time per
+ * socket. Any transport error discards the socket; the next request simply
+ * connects again, so an agent restart needs no shim restart. A pooled socket
+ * can be stale (the agent restarted while it sat idle): that shows as an
+ * error on send, before the agent can have seen a whole request, and only
+ * then is the request retried once on a fresh connection. A failure after
+ * the request was sent is never retried: the agent may have acted on it
+ * (an exec is not idempotent).
+ *
+ * The shim adds nothing to a request: the agent identifies the caller from
+ * the kernel (SO_PEERPIDFD / the peer's cgroup). */
+#include "shim.h"
+#include "proto.h"
+
+#include <cjson/cJSON.h>
+#include <poll.h>
+#include <sys/time.h>
+
+int agent_init(struct agent *a, const char *path)
+{
+	memset(a, 0, sizeof(*a));
+	a->path = strdup(path);
+	if (!a->path)
+		return -ENOMEM;
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_mutex_init(&a->health_lock, NULL);
+	return 0;
+}
+
+void agent_done(struct agent *a)
+{
+	for (unsigned i = 0; i < a->n_idle; i++)
+		close(a->idle[i]);
+	a->n_idle = 0;
+	free(a->path);
+	a->path = NULL;
+	pthread_mutex_destroy(&a->lock);
+	pthread_mutex_destroy(&a->health_lock);
+}
+
+/* An idle connection must have nothing to read: readable means EOF (agent
+ * gone) or a stray message, both reasons to drop it. */
+static bool idle_fd_usable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+	do
+		r = poll(&p, 1, 0);
+	while (r < 0 && errno == EINTR);
+	return r == 0;
+}
+
+static int pool_get(struct agent *a, bool *pooled)
+{
+	pthread_mutex_lock(&a->lock);
+	while (a->n_idle > 0) {
+		int fd = a->idle[--a->n_idle];
+		if (idle_fd_usable(fd)) {
+			pthread_mutex_unlock(&a->lock);
+			*pooled = true;
+			return fd;
+		}
+		close(fd);
+	}
+	pthread_mutex_unlock(&a->lock);
+	*pooled = false;
+	return bk_connect(a->path);
+}
+
+static void pool_put(struct agent *a, int fd)
+{
+	pthread_mutex_lock(&a->lock);
+	if (a->n_idle < SHIM_AGENT_POOL_MAX) {
+		a->idle[a->n_idle++] = fd;
+		fd = -1;
+	}
+	pthread_mutex_unlock(&a->lock);
+	if (fd >= 0)
+		close(fd);
+}
+
+static int set_timeouts(int fd, int timeout_ms)
+{
+	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+		return -errno;
+	return 0;
+}
+
+int agent_call(struct agent *a, const char *req, size_t len, int timeout_ms, char **resp, size_t *resplen)
+{
+	for (int attempt = 0;; attempt++) {
+		bool pooled;
+		_cleanup_close_ int fd = pool_get(a, &pooled);
+		if (fd < 0)
+			return fd;
+		if (timeout_ms > 0) {
+			int e = set_timeouts(fd, timeout_ms);
+			if (e < 0)
+				return e;
+		}
+		int e = bk_send_msg(fd, req, len);
+		if (e < 0) {
+			/* Stale pooled socket: the agent cannot have a whole request. */
+			if (pooled && attempt == 0 && e != -EAGAIN)
+				continue;
+			return e;
+		}
+		e = bk_recv_msg(fd, BK_RESP_MAX, resp, resplen);
+		if (e == 1)
+			return -ECONNRESET; /* agent closed without answering */
+		if (e < 0)
+			return e;
+		if (timeout_ms > 0 && set_timeouts(fd, 0) < 0)
+			return 0; /* answer is good; just do not pool this socket */
+		pool_put(a, steal_fd(&fd));
+		return 0;
+	}
+}
+
+static void cjson_deletep(cJSON **j)
+{
+	if (*j)
+		cJSON_Delete(*j);
+}
+
+/* Content types the shim relays; anything else from the agent is malformed. */
+static const char *known_content_type(const char *ct)
+{
+	static const char *const known[] = {
+		"application/json",
+		"text/plain; version=0.0.4",
+		"text/plain; charset=utf-8",
+		"text/plain",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+		if (streq(ct, known[i]))
+			return known[i];
+	return NULL;
+}
+
+int agent_parse_reply(const char *resp, size_t len, struct agent_reply *out)
+{
+	memset(out, 0, sizeof(*out));
+	const char *end = NULL;
+	_cleanup_(cjson_deletep) cJSON *root = cJSON_ParseWithLengthOpts(resp, len, &end, 0);
+	if (!cJSON_IsObject(root))
+		return -EBADMSG;
+
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "status");
+	if (!cJSON_IsNumber(st))
+		return -EBADMSG;
+	double d = st->valuedouble;
+	/* 1xx cannot be a final answer; libmicrohttpd refuses them anyway. */
+	if (!(d >= 200 && d <= 599) || d != (double)(unsigned)d)
+		return -EBADMSG;
+
+	const cJSON *body = cJSON_GetObjectItemCaseSensitive(root, "body");
+	if (!cJSON_IsObject(body))
+		return -EBADMSG;
+
+	const char *ct = "application/json";
+	const cJSON *ctj = cJSON_GetObjectItemCaseSensitive(root, "content_type");
+	if (ctj) {
+		if (!cJSON_IsString(ctj) || !(ct = known_content_type(ctj->valuestring)))
+			return -EBADMSG;
+	}
+
+	if (startswith(ct, "text/plain")) {
+		const cJSON *text = cJSON_GetObjectItemCaseSensitive(body, "text");
+		if (!cJSON_IsString(text))
+			return -EBADMSG;
+		out->body = strdup(text->valuestring);
+	} else {
+		out->body = cJSON_PrintUnformatted(body);
+	}
+	if (!out->body)
+		return -ENOMEM;
+	out->len = strlen(out->body);
+	out->status = (unsigned)d;
+	out->content_type = ct;
+	return 0;
+}
+
+bool agent_healthy(struct agent *a)
+{
+	static const char ping[] = "{\"op\":\"ping\",\"args\":{}}";
+	pthread_mutex_lock(&a->health_lock);
+	uint64_t now = now_ns();
+	if (a->health_at != 0 && now - a->health_at < SHIM_HEALTH_CACHE_NS) {
+		bool ok = a->health_ok;
+		pthread_mutex_unlock(&a->health_lock);
+		return ok;
+	}
+	_cleanup_free_ char *resp = NULL;
+	size_t rlen = 0;
+	bool ok = false;
+	int e = agent_call(a, ping, sizeof(ping) - 1, SHIM_HEALTH_PING_TIMEOUT_MS, &resp, &rlen);
+	if (e == 0) {
+		struct agent_reply r;
+		if (agent_parse_reply(resp, rlen, &r) == 0) {
+			ok = r.status == 200;
+			free(r.body);
+		}
+	}
+	a->health_at = now_ns();
+	a->health_ok = ok;
+	pthread_mutex_unlock(&a->health_lock);
+	return ok;
+}

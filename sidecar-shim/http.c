@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* HTTP side of boxkite-shim, on libmicrohttpd (MHD).
+ *
+ * Thread model: MHD_USE_THREAD_PER_CONNECTION. The access handler blocks on
+ * the agent round trip (an /exec lasts as long as its command), which is
+ * exactly what a thread per connection allows without suspend/resume
+ * bookkeeping; connections are bounded (MHD_OPTION_CONNECTION_LIMIT), so are
+ * the threads. MHD's connection timeout only runs while MHD itself waits on
+ * the socket, so it bounds idle and slow clients (slowloris) but never the
+ * wait for the agent's answer, which happens inside the handler.
+ *
+ * Order of checks for a request (first handler call, headers complete):
+ *   route (404) -> method (405) -> /health answered here, no token
+ *   -> token configured (503) -> X-Sidecar-Auth-Token (401)
+ *   -> Content-Length over the limit (413) -> concurrency slot (429)
+ *   -> body streamed with a running size check (413) -> JSON object (400)
+ *   -> agent round trip (503 unavailable / 502 malformed / relayed verbatim)
+ * A request rejected before the agent round trip never reaches the agent. */
+#include "shim.h"
+#include "proto.h"
+
+#include <cjson/cJSON.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <strings.h>
+
+struct route {
+	const char *path;
+	const char *method;
+	const char *op; /* NULL: answered by the shim itself */
+	bool body;      /* POST with a JSON object body */
+};
+
+static const struct route routes[] = {
+	{ "/health", "GET", NULL, false },
+	{ "/exec", "POST", "exec", true },
+	{ "/file-create", "POST", "file_create", true },
+	{ "/view", "POST", "view", true },
+	{ "/str-replace", "POST", "str_replace", true },
+	{ "/ls", "POST", "ls", true },
+	{ "/glob", "POST", "glob", true },
+	{ "/grep", "POST", "grep", true },
+	{ "/present-files", "POST", "present_files", true },
+	{ "/configure", "POST", "configure", true },
+	{ "/tool-call", "POST", "tool_call", true },
+	{ "/isolation", "GET", "isolation", false },
+	{ "/metrics", "GET", "metrics", false },
+};
+
+#define AUTH_HEADER "X-Sidecar-Auth-Token"
+
+/* Fixed error bodies: {"detail": sentence, "code": stable code}. */
+#define ERR_BODY(detail, code) "{\"detail\":\"" detail "\",\"code\":\"" code "\"}"
+static const char body_not_found[] = ERR_BODY("not found", "not_found");
+static const char body_bad_method[] = ERR_BODY("method not allowed", "method_not_allowed");
+static const char body_unauthorized[] = ERR_BODY("unauthorized", "unauthorized");
+static const char body_no_token[] = ERR_BODY("no auth token is configured; refusing every request", "no_token_configured");
+static const char body_too_large[] = ERR_BODY("request body too large", "body_too_large");
+static const char body_busy[] = ERR_BODY("too many concurrent requests", "too_many_requests");
+static const char body_bad_json[] = ERR_BODY("request body must be a JSON object", "bad_json");
+static const char body_unavailable[] = ERR_BODY("boxkite agent unavailable", "agent_unavailable");
+static const char body_bad_reply[] = ERR_BODY("malformed response from the boxkite agent", "bad_agent_response");
+static const char body_internal[] = ERR_BODY("internal error", "internal");
+static const char body_health_ok[] = "{\"status\":\"ok\",\"agent\":\"connected\"}";
+static const char body_health_down[] = "{\"status\":\"ok\",\"agent\":\"unavailable\"}";
+
+struct req {
+	const struct route *route;
+	const char *method; /* static label for logs */
+	uint64_t start;
+	unsigned status;
+	bool slot;      /* holds one of max_concurrent */
+	bool too_large; /* body went over the limit while streaming */
+	uint64_t discarded;
+	char *body;
+	size_t len, cap;
+};
+
+static const char *method_label(const char *m)
+{
+	static const char *const known[] = { "GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH" };
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+		if (streq(m, known[i]))
+			return known[i];
+	return "other";
+}
+
+static const struct route *find_route(const char *url)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
+		if (streq(url, routes[i].path))
+			return &routes[i];
+	return NULL;
+}
+
+/* Queue a response. body is either static (owned=false) or malloc'd and
+ * handed to MHD (owned=true, freed by MHD or here on failure). */
+static enum MHD_Result respond(struct shim *s, struct MHD_Connection *c, struct req *r, unsigned status,
+			       const char *ctype, const char *body, size_t len, bool owned)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		len, (void *)body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (!resp) {
+		if (owned)
+			free((void *)body);
+		return MHD_NO;
+	}
+	enum MHD_Result ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	if (ok == MHD_YES)
+		ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (ok == MHD_YES)
+		ok = MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	if (ok == MHD_YES && status == MHD_HTTP_METHOD_NOT_ALLOWED && r->route)
+		ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->route->method);
+	if (ok == MHD_YES && atomic_load(&s->draining))
+		ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	if (ok == MHD_YES)
+		ok = MHD_queue_response(c, status, resp);
+	MHD_destroy_response(resp);
+	if (ok == MHD_YES)
+		r->status = status;
+	return ok;
+}
+
+static enum MHD_Result respond_static(struct shim *s, struct MHD_Connection *c, struct req *r, unsigned status,
+				      const char *body)
+{
+	return respond(s, c, r, status, "application/json", body, strlen(body), false);
+}
+
+/* ---- authentication ---------------------------------------------------- */
+
+struct auth_scan {
+	unsigned count;
+	const char *value;
+	size_t len;
+};
+
+static enum MHD_Result scan_auth_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+					const char *value, size_t value_size)
+{
+	struct auth_scan *a = cls;
+	if (key_size == strlen(AUTH_HEADER) && strncasecmp(key, AUTH_HEADER, key_size) == 0) {
+		a->count++;
+		a->value = value;
+		a->len = value ? value_size : 0;
+	}
+	return MHD_YES;
+}
+
+/* Exactly one X-Sidecar-Auth-Token header whose value equals the token,
+ * byte for byte. Both sides are hashed with SHA-256 first so the comparison
+ * is CRYPTO_memcmp over two equal-length buffers: neither the content nor
+ * the length of the token leaks through timing. The query string is never
+ * looked at. */
+static bool auth_ok(struct shim *s, struct MHD_Connection *c)
+{
+	struct auth_scan a = { 0 };
+	MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_auth_header, &a);
+	if (a.count != 1 || a.len == 0 || !a.value)
+		return false;
+	unsigned char h[SHA256_DIGEST_LENGTH];
+	if (!SHA256((const unsigned char *)a.value, a.len, h))
+		return false;
+	bool ok = CRYPTO_memcmp(h, s->token_hash, sizeof(h)) == 0;
+	OPENSSL_cleanse(h, sizeof(h));
+	return ok;
+}
+
+/* ---- forwarding -------------------------------------------------------- */
+
+static bool is_transport_malformed(int e)
+{
+	return e == -EPROTO || e == -EPROTONOSUPPORT || e == -EMSGSIZE || e == -EILSEQ;
+}
+
+static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct req *r, const char *args,
+			       size_t args_len)
+{
+	/* {"op":"<op>","args":<args>} — args is a validated JSON object text,
+	 * spliced as received (no re-serialisation, nothing added). */
+	static const char p1[] = "{\"op\":\"", p2[] = "\",\"args\":", p3[] = "}";
+	size_t oplen = strlen(r->route->op);
+	size_t n = sizeof(p1) - 1 + oplen + sizeof(p2) - 1 + args_len + sizeof(p3) - 1;
+	if (n > BK_REQ_MAX)
+		return respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
+	_cleanup_free_ char *frame = malloc(n + 1);
+	if (!frame)
+		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
+	char *p = frame;
+	p = mempcpy(p, p1, sizeof(p1) - 1);
+	p = mempcpy(p, r->route->op, oplen);
+	p = mempcpy(p, p2, sizeof(p2) - 1);
+	p = mempcpy(p, args, args_len);
+	p = mempcpy(p, p3, sizeof(p3) - 1);
+	*p = '\0';
+
+	_cleanup_free_ char *resp = NULL;
+	size_t rlen = 0;
+	int e = agent_call(&s->agent, frame, n, 0, &resp, &rlen);
+	if (e < 0) {
+		if (is_transport_malformed(e)) {
+			log_warn("malformed agent response", LS("route", r->route->path),
+				 LS("error", bk_proto_strerror(e)));
+			return respond_static(s, c, r, MHD_HTTP_BAD_GATEWAY, body_bad_reply);
+		}
+		log_warn("agent unavailable", LS("route", r->route->path), LS("error", strerror(-e)));
+		return respond_static(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE, body_unavailable);
+	}
+	struct agent_reply ar;
+	e = agent_parse_reply(resp, rlen, &ar);
+	if (e == -ENOMEM)
+		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
+	if (e < 0) {
+		log_warn("malformed agent response", LS("route", r->route->path), LS("error", "bad reply shape"));
+		return respond_static(s, c, r, MHD_HTTP_BAD_GATEWAY, body_bad_reply);
+	}
+	return respond(s, c, r, ar.status, ar.content_type, ar.body, ar.len, true);
+}
+
+/* The body must be exactly one JSON object (whitespace around it allowed). */
+static bool body_is_json_object(const char *b, size_t len)
+{
+	if (len == 0 || memchr(b, '\0', len))
+		return false;
+	const char *end = NULL;
+	cJSON *j = cJSON_ParseWithLengthOpts(b, len, &end, 0);
+	bool ok = cJSON_IsObject(j);
+	cJSON_Delete(j);
+	if (!ok || !end)
+		return false;
+	for (; end < b + len; end++)
+		if (*end != ' ' && *end != '\t' && *end != '\r' && *end != '\n')
+			return false;
+	return true;
+}
+
+/* ---- the access handler ------------------------------------------------ */
+
+static enum MHD_Result first_call(struct shim *s, struct MHD_Connection *c, struct req *r, const char *url,
+				  const char *method)
+{
+	r->route = find_route(url);
+	if (!r->route)
+		return respond_static(s, c, r, MHD_HTTP_NOT_FOUND, body_not_found);
+	if (!streq(method, r->route->method))
+		return respond_static(s, c, r, MHD_HTTP_METHOD_NOT_ALLOWED, body_bad_method);
+	if (!r->route->op)
+		return MHD_YES; /* /health: answered on the final call */
+	if (!s->token_set)
+		return respond_static(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE, body_no_token);
+	if (!auth_ok(s, c))
+		return respond_static(s, c, r, MHD_HTTP_UNAUTHORIZED, body_unauthorized);
+
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	uint64_t clen;
+	if (cl && parse_u64(cl, &clen) == 0 && clen > s->max_body)
+		return respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
+
+	unsigned prev = atomic_fetch_add(&s->inflight, 1);
+	if (prev >= s->max_concurrent) {
+		atomic_fetch_sub(&s->inflight, 1);
+		return respond_static(s, c, r, MHD_HTTP_TOO_MANY_REQUESTS, body_busy);
+	}
+	r->slot = true;
+	/* Accepted: MHD sends 100-continue if asked and streams the body. Even
+	 * GET routes are answered on the final call: libmicrohttpd closes the
+	 * connection after any response queued from the first call (fine for a
+	 * rejection, whose body we do not want to read; wasteful otherwise). */
+	return MHD_YES;
+}
+
+/* Returns false when the client keeps sending far past the limit: then the
+ * connection is dropped instead of reading a body we will never use. */
+static bool consume(struct shim *s, struct req *r, const char *data, size_t n)
+{
+	if (r->too_large) {
+		r->discarded += n;
+		return r->discarded <= s->max_body;
+	}
+	if (n > s->max_body - r->len) {
+		r->too_large = true;
+		r->discarded = r->len + n;
+		free(r->body);
+		r->body = NULL;
+		r->len = r->cap = 0;
+		return true;
+	}
+	if (r->len + n > r->cap) {
+		size_t cap = r->cap ? r->cap : 4096;
+		while (cap < r->len + n)
+			cap *= 2;
+		if (cap > s->max_body)
+			cap = s->max_body;
+		char *nb = realloc(r->body, cap);
+		if (!nb)
+			return false;
+		r->body = nb;
+		r->cap = cap;
+	}
+	memcpy(r->body + r->len, data, n);
+	r->len += n;
+	return true;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+			      const char *version, const char *upload_data, size_t *upload_data_size,
+			      void **con_cls)
+{
+	struct shim *s = cls;
+	struct req *r = *con_cls;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return MHD_NO;
+		r->start = now_ns();
+		r->method = method_label(method);
+		*con_cls = r;
+		atomic_fetch_add(&s->active, 1);
+		return first_call(s, c, r, url, method);
+	}
+	if (*upload_data_size > 0) {
+		bool ok = consume(s, r, upload_data, *upload_data_size);
+		*upload_data_size = 0;
+		return ok ? MHD_YES : MHD_NO;
+	}
+	if (r->too_large)
+		return respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
+	if (!r->route->op)
+		return respond_static(s, c, r, MHD_HTTP_OK,
+				      agent_healthy(&s->agent) ? body_health_ok : body_health_down);
+	if (!r->route->body)
+		return forward(s, c, r, "{}", 2); /* a body sent with a GET is ignored */
+	if (!body_is_json_object(r->body, r->len))
+		return respond_static(s, c, r, MHD_HTTP_BAD_REQUEST, body_bad_json);
+	enum MHD_Result ret = forward(s, c, r, r->body, r->len);
+	free(r->body);
+	r->body = NULL;
+	return ret;
+}
+
+static const char *termination_name(enum MHD_RequestTerminationCode t)
+{
+	switch (t) {
+	case MHD_REQUEST_TERMINATED_COMPLETED_OK:
+		return "ok";
+	case MHD_REQUEST_TERMINATED_WITH_ERROR:
+		return "error";
+	case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED:
+		return "timeout";
+	case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN:
+		return "shutdown";
+	case MHD_REQUEST_TERMINATED_READ_ERROR:
+		return "read_error";
+	case MHD_REQUEST_TERMINATED_CLIENT_ABORT:
+		return "client_abort";
+	default:
+		return "other";
+	}
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct shim *s = cls;
+	struct req *r = *con_cls;
+	if (!r)
+		return;
+	*con_cls = NULL;
+	if (r->slot)
+		atomic_fetch_sub(&s->inflight, 1);
+	/* Only the fixed route name is logged: the URL is client-controlled. */
+	log_info("request", LS("method", r->method), LS("route", r->route ? r->route->path : "unknown"),
+		 LI("status", r->status), LI("duration_ms", (now_ns() - r->start) / 1000000ull),
+		 LS("end", termination_name(toe)));
+	free(r->body);
+	free(r);
+	atomic_fetch_sub(&s->active, 1);
+}
+
+int http_start(struct shim *s)
+{
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+			 MHD_USE_ITC | MHD_USE_ERROR_LOG;
+	if (s->tls)
+		flags |= MHD_USE_NO_LISTEN_SOCKET;
+	struct MHD_OptionItem opts[] = {
+		{ MHD_OPTION_CONNECTION_LIMIT, s->max_connections, NULL },
+		{ MHD_OPTION_CONNECTION_TIMEOUT, s->conn_timeout, NULL },
+		{ MHD_OPTION_CONNECTION_MEMORY_LIMIT, SHIM_CONN_MEMORY_LIMIT, NULL },
+		{ MHD_OPTION_THREAD_STACK_SIZE, SHIM_THREAD_STACK, NULL },
+		{ MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL },
+		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, s },
+		{ s->tls ? MHD_OPTION_END : MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL },
+		{ MHD_OPTION_END, 0, NULL },
+	};
+	/* The logger must come first, or MHD reports option errors its own way. */
+	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, s,
+				  MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+	if (!s->mhd)
+		return -EIO;
+	return 0;
+}
+
+void http_quiesce(struct shim *s)
+{
+	if (s->tls || !s->mhd)
+		return;
+	MHD_socket fd = MHD_quiesce_daemon(s->mhd);
+	if (fd != MHD_INVALID_SOCKET) {
+		close(fd);
+		s->listen_fd = -1;
+	}
+}
+
+void http_stop(struct shim *s)
+{
+	pthread_mutex_lock(&s->mhd_lock);
+	s->mhd_stopping = true;
+	pthread_mutex_unlock(&s->mhd_lock);
+	if (s->mhd)
+		MHD_stop_daemon(s->mhd);
+	s->mhd = NULL;
+}

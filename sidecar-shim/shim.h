@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* boxkite-shim: the unprivileged in-pod half of boxkite.
+ *
+ * It authenticates HTTP requests (X-Sidecar-Auth-Token, constant time),
+ * bounds them (body size, concurrency, slow clients) and forwards them to
+ * boxkite-agent over AF_UNIX SOCK_SEQPACKET (agent/lib/proto.h). It has no
+ * policy: beyond checking that a POST body is a JSON object it never looks
+ * at what a request means, and it adds no identity fields (the agent takes
+ * the caller's identity from the kernel, never from the request).
+ *
+ * Files, one concern each:
+ *   main.c   configuration (environment only), start-up, signals, drain
+ *   log.c    JSON-lines logging on stderr
+ *   tls.c    OpenSSL TLS 1.3 termination in front of libmicrohttpd
+ *   http.c   libmicrohttpd daemon: routes, auth, limits, relaying
+ *   agent.c  pool of agent connections, round trips, reply validation
+ */
+#pragma once
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "util.h"
+
+#define SHIM_DEFAULT_LISTEN "0.0.0.0:8443"
+#define SHIM_DEFAULT_AGENT_SOCKET "/run/boxkite/agent.sock"
+#define SHIM_DEFAULT_MAX_BODY (10u * 1024u * 1024u)
+#define SHIM_DEFAULT_MAX_CONCURRENT 32u
+#define SHIM_DEFAULT_CONN_TIMEOUT 30u
+#define SHIM_DEFAULT_DRAIN_TIMEOUT 30u
+#define SHIM_TOKEN_MAX 4096u              /* bytes in the token file */
+#define SHIM_TLS_HANDSHAKE_TIMEOUT_MAX 10u /* seconds, capped by conn timeout */
+#define SHIM_HEALTH_PING_TIMEOUT_MS 2000
+#define SHIM_HEALTH_CACHE_NS (1000ull * 1000ull * 1000ull)
+#define SHIM_AGENT_POOL_MAX 8u
+/* Per-connection memory for libmicrohttpd: request line + headers must fit.
+ * A 1 MB header is refused by MHD (431) instead of being buffered. */
+#define SHIM_CONN_MEMORY_LIMIT (64u * 1024u)
+#define SHIM_THREAD_STACK (1024u * 1024u)
+
+/* ---- log.c ----------------------------------------------------------- */
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+enum log_field_type { LF_END, LF_STR, LF_INT, LF_BOOL };
+struct log_field {
+	const char *key;
+	enum log_field_type type;
+	const char *s;
+	long long i;
+};
+#define LS(k, v) ((struct log_field){ .key = (k), .type = LF_STR, .s = (v) })
+#define LI(k, v) ((struct log_field){ .key = (k), .type = LF_INT, .i = (long long)(v) })
+#define LB(k, v) ((struct log_field){ .key = (k), .type = LF_BOOL, .i = !!(v) })
+void log_set_level(enum log_level min);
+/* One JSON object per line on stderr, written with a single write(2).
+ * Callers pass only fixed strings, numbers and addresses: never a header
+ * value, a body, the token, the key or a secret's path. */
+void log_emit(enum log_level level, const char *msg, const struct log_field *fields);
+#define log_at(lvl, msg, ...) \
+	log_emit((lvl), (msg), (const struct log_field[]){ __VA_ARGS__ __VA_OPT__(, ) { .type = LF_END } })
+#define log_debug(msg, ...) log_at(LOG_DEBUG, msg, __VA_ARGS__)
+#define log_info(msg, ...) log_at(LOG_INFO, msg, __VA_ARGS__)
+#define log_warn(msg, ...) log_at(LOG_WARN, msg, __VA_ARGS__)
+#define log_error(msg, ...) log_at(LOG_ERROR, msg, __VA_ARGS__)
+/* libmicrohttpd's external logger. */
+void log_mhd(void *cls, const char *fmt, va_list ap);
+/* "1.2.3.4:80" / "[::1]:80" into buf (>= 64 bytes). */
+const char *sockaddr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);
+
+/* ---- agent.c --------------------------------------------------------- */
+struct agent {
+	char *path;
+	pthread_mutex_t lock;
+	int idle[SHIM_AGENT_POOL_MAX];
+	unsigned n_idle;
+	/* /health: at most one ping per SHIM_HEALTH_CACHE_NS, whoever asks. */
+	pthread_mutex_t health_lock;
+	uint64_t health_at;
+	bool health_ok;
+};
+struct agent_reply {
+	unsigned status;
+	const char *content_type; /* static string */
+	char *body;               /* owned, malloc'd */
+	size_t len;
+};
+int agent_init(struct agent *a, const char *path);
+void agent_done(struct agent *a);
+/* One request/response round trip on a pooled connection. timeout_ms 0 =
+ * wait as long as the agent takes (an exec runs for its own timeout).
+ * -errno on transport failure (the connection is discarded). */
+int agent_call(struct agent *a, const char *req, size_t len, int timeout_ms, char **resp, size_t *resplen);
+/* Validate an agent response frame and turn it into an HTTP reply.
+ * -EBADMSG when malformed. */
+int agent_parse_reply(const char *resp, size_t len, struct agent_reply *out);
+/* True when a ping round trip returns status 200 (cached for 1 s). */
+bool agent_healthy(struct agent *a);
+
+/* ---- http.c / tls.c / main.c ------------------------------------------ */
+struct shim {
+	/* configuration */
+	struct sockaddr_storage listen_addr;
+	socklen_t listen_len;
+	bool tls;
+	uint64_t max_body; /* effective: min(configured, what a BK_REQ_MAX frame carries) */
+	uint64_t max_body_configured;
+	unsigned max_concurrent;
+	unsigned max_connections;
+	unsigned conn_timeout;
+	unsigned drain_timeout;
+	bool token_set;
+	unsigned char token_hash[32]; /* SHA-256 of the token; the token itself is wiped */
+
+	/* runtime */
+	int listen_fd;
+	struct MHD_Daemon *mhd;
+	struct agent agent;
+	atomic_uint inflight; /* requests holding a concurrency slot (429) */
+	atomic_uint active;   /* every request from headers to completion (drain) */
+	atomic_bool draining;
+
+	/* tls.c */
+	void *ssl_ctx; /* SSL_CTX * */
+	pthread_t acceptor;
+	bool acceptor_started;
+	int stop_efd; /* eventfd: wakes the acceptor at shutdown */
+	atomic_uint tls_threads;
+	pthread_mutex_t mhd_lock; /* MHD_add_connection vs. MHD_stop_daemon */
+	bool mhd_stopping;
+};
+
+int http_start(struct shim *s);
+/* Stop accepting; returns once no new connection can arrive. */
+void http_quiesce(struct shim *s);
+void http_stop(struct shim *s);
+
+int tls_init(struct shim *s, const char *cert_path, const char *key_path);
+int tls_start(struct shim *s);
+void tls_stop_accepting(struct shim *s);
+/* Wait (bounded) for the TLS connection threads to finish. */
+void tls_wait(struct shim *s, unsigned timeout_ms);
+void tls_done(struct shim *s);

@@ -1,0 +1,100 @@
+# Shared helpers for the end-to-end tests (bash, run as root).
+# Every test makes its own temp dir, agent, sandboxes and test namespaces,
+# and removes all of them on exit, also when it fails (trap).
+set -u
+BK_BIN=${BK_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build}
+AGENT=$BK_BIN/boxkite-agent
+CTL=$BK_BIN/boxkitectl
+SHIM=$BK_BIN/boxkite-shim
+T=$(mktemp -d /run/bkt-XXXXXX)
+chmod 755 "$T"
+AGENT_PID=
+SANDBOXES=()
+NETNSES=()
+PASS=0
+FAIL=0
+TEST_NAME=$(basename "$0" .sh)
+
+ok() { PASS=$((PASS + 1)); echo "ok - $TEST_NAME: $*"; }
+not_ok() { FAIL=$((FAIL + 1)); echo "not ok - $TEST_NAME: $*"; }
+# check NAME COMMAND...: ok when the command succeeds
+check() { local n=$1; shift; if "$@"; then ok "$n"; else not_ok "$n"; fi; }
+
+ctl() { "$CTL" --admin-socket "$T/admin.sock" "$@"; }
+
+bk_start_agent() {
+	local cfg=${1:-'{}'}
+	echo "$cfg" > "$T/config.json"
+	"$AGENT" --config "$T/config.json" --socket "$T/agent.sock" --admin-socket "$T/admin.sock" \
+		--state-dir "$T/state" >> "$T/agent.log" 2>&1 &
+	AGENT_PID=$!
+	for _ in $(seq 1 200); do
+		[ -S "$T/admin.sock" ] && return 0
+		kill -0 "$AGENT_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "# agent failed to start:"; sed 's/^/#   /' "$T/agent.log" | tail -5
+	return 1
+}
+
+bk_stop_agent() {
+	[ -n "$AGENT_PID" ] || return 0
+	kill -TERM "$AGENT_PID" 2>/dev/null
+	local rc=0
+	wait "$AGENT_PID" 2>/dev/null || rc=$?
+	AGENT_PID=
+	rm -f "$T/admin.sock" "$T/agent.sock"
+	return $rc
+}
+
+bk_sandbox_create() {
+	local name=$1; shift
+	"$CTL" sandbox create "$name" --agent-socket "$T/agent.sock" --shim-bin "$SHIM" "$@" > "$T/sb-$name.json" || return 1
+	SANDBOXES+=("$name")
+}
+
+bk_sandbox_delete() {
+	"$CTL" sandbox delete "$1"
+}
+
+# field of the sandbox create JSON
+sb() { jq -r ".$2" "$T/sb-$1.json"; }
+
+# bk_exec NAME [ctl exec options] -- CMD: the full JSON response in $T/last.json
+bk_exec() {
+	local name=$1; shift
+	ctl exec "$name" --json "$@" > "$T/last.json"
+}
+j() { jq -j "$1" "$T/last.json"; }
+
+bk_netns_add() { ip netns add "$1" && NETNSES+=("$1") && ip -n "$1" link set lo up; }
+
+bk_cleanup() {
+	local rc=$?
+	bk_stop_agent >/dev/null 2>&1
+	for s in "${SANDBOXES[@]}"; do "$CTL" sandbox delete "$s" >/dev/null 2>&1; done
+	for n in "${NETNSES[@]}"; do ip netns del "$n" 2>/dev/null; done
+	jobs -p | xargs -r kill 2>/dev/null
+	if [ "$FAIL" -gt 0 ] && [ -f "$T/agent.log" ]; then
+		echo "# agent log (tail):"; tail -20 "$T/agent.log" | sed 's/^/#   /'
+	fi
+	rm -rf "$T"
+	echo "# $TEST_NAME: $PASS passed, $FAIL failed"
+	[ "$FAIL" -eq 0 ] && [ "$rc" -eq 0 ] || exit 1
+	exit 0
+}
+trap bk_cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The v2 cgroup directory of a container of a local sandbox.
+container_cg() {
+	local uid=$(sb "$1" pod_uid) id=$(sb "$1" "$2")
+	echo "/sys/fs/cgroup/unified/kubepods/besteffort/pod$uid/$id"
+}
+
+# Run a command from inside a container's cgroup (what the agent's identity
+# check sees for a process of that container).
+in_cgroup_of() {
+	local cg=$1; shift
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@"
+}

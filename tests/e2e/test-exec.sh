@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Per-exec isolation, end to end against the real kernel: fresh netns,
+# exec cgroup with pids/memory caps (v1 hierarchies on this hybrid host),
+# BPF egress filters, container entry, timeouts, output caps, fail closed.
+. "$(dirname "$0")/lib.sh"
+
+bk_start_agent || { not_ok "agent starts"; exit 1; }
+bk_sandbox_create ex1 || { not_ok "sandbox created"; exit 1; }
+PODNS=$(sb ex1 pod_netns)
+
+# --- the network namespace -------------------------------------------------
+bk_exec ex1 -- ip -o link
+check "exec sees only lo" test "$(j .stdout | awk -F': ' '{print $2}' | tr '\n' ' ')" = "lo "
+check "receipt lists only lo" test "$(j '.isolation.interfaces | join(",")')" = "lo"
+# two execs alive at the same time (a freed namespace's inode number can be
+# reused by a later one, so compare concurrent execs)
+ctl exec ex1 --json -- sleep 0.5 > "$T/c1.json" & p1=$!
+ctl exec ex1 --json -- sleep 0.5 > "$T/c2.json" & p2=$!
+wait $p1 $p2
+i1=$(jq .isolation.netns_inode "$T/c1.json"); i2=$(jq .isolation.netns_inode "$T/c2.json")
+podino=$(stat -L -c %i "/run/netns/$PODNS")
+check "netns inode differs per exec" test "$i1" != "$i2"
+check "netns inode differs from the pod's" sh -c "test $i1 != $podino && test $i2 != $podino"
+check "receipt names 6 attached BPF programs" test "$(j '.isolation.bpf | length')" = 6
+check "receipt: pids and memory caps" test "$(j '.isolation.pids_max') $(j '.isolation.memory_max')" = "256 536870912"
+check "receipt: v1 pids and memory cgroups used on this hybrid host" \
+	sh -c "jq -e '.isolation.cgroup_pids_v1 and .isolation.cgroup_memory_v1' $T/last.json >/dev/null"
+
+# --- a fake metadata server reachable from the pod (test namespaces only) ---
+MD=bk-t-md-$$
+bk_netns_add "$MD"
+ip link add bkmd$$ type veth peer name bkmp$$
+ip link set bkmd$$ netns "$MD"; ip link set bkmp$$ netns "$PODNS"
+ip -n "$MD" addr add 169.254.169.254/16 dev bkmd$$; ip -n "$MD" link set bkmd$$ up
+ip -n "$PODNS" addr add 169.254.1.1/16 dev bkmp$$; ip -n "$PODNS" link set bkmp$$ up
+mkdir -p "$T/md/latest"; echo metadata-secret > "$T/md/latest/meta-data"
+nsenter --net="/run/netns/$MD" python3 -m http.server 80 --bind 169.254.169.254 --directory "$T/md" >/dev/null 2>&1 &
+for _ in $(seq 1 50); do nsenter --net="/run/netns/$PODNS" curl -s --max-time 1 http://169.254.169.254/latest/meta-data >/dev/null && break; sleep 0.1; done
+check "the fake metadata server is reachable from the pod network" \
+	sh -c "nsenter --net=/run/netns/$PODNS curl -s --max-time 2 http://169.254.169.254/latest/meta-data | grep -q metadata-secret"
+
+PROBE='curl -sS --max-time 3 -o /dev/null -w "%{time_total}" http://169.254.169.254/latest/meta-data; echo " rc=$?"; python3 -c "
+import socket, errno
+s = socket.socket(); s.settimeout(3)
+try:
+    s.connect((\"169.254.169.254\", 80)); print(\"errno=0\")
+except OSError as e:
+    print(\"errno=\" + errno.errorcode.get(e.errno, str(e.errno)))
+"'
+probe() { bk_exec ex1 -- sh -c "$PROBE"; }
+fast() { awk '{ if ($1 + 0 < 0.1) exit 0; exit 1 }' <<< "$(j .stdout | head -1)"; }
+
+probe
+check "both layers: metadata connect fails (curl exit 7)" grep -q 'rc=7' <<< "$(j .stdout)"
+check "both layers: fails in under 100 ms" fast
+check "both layers: BPF reported the denial" test "$(j '[.denied[] | select(.dst == "169.254.169.254" and .port == 80)] | length > 0')" = true
+
+bk_stop_agent; bk_start_agent '{"layers":{"netns":false}}'
+probe
+check "BPF alone: connect refused with EPERM" grep -q 'errno=EPERM' <<< "$(j .stdout)"
+check "BPF alone: curl fails fast (exit 7, < 100 ms)" sh -c "grep -q 'rc=7' $T/last.json" && fast && ok "BPF alone: under 100 ms" || not_ok "BPF alone: under 100 ms"
+check "BPF alone: receipt says pod netns" test "$(j .isolation.netns)" = pod
+check "BPF alone: denial reported" test "$(j '.denied | length > 0')" = true
+
+bk_stop_agent; bk_start_agent '{"layers":{"bpf":false},"testing":{"allow_unsafe":true}}'
+probe
+check "netns alone: connect fails with ENETUNREACH" grep -q 'errno=ENETUNREACH' <<< "$(j .stdout)"
+check "netns alone: fails in under 100 ms" fast
+check "netns alone: receipt lists no BPF program" test "$(j '.isolation.bpf | length')" = 0
+
+bk_stop_agent; bk_start_agent '{"layers":{"bpf":false,"netns":false},"testing":{"allow_unsafe":true}}'
+bk_exec ex1 -- curl -sS --max-time 3 http://169.254.169.254/latest/meta-data
+check "both layers off: the probe reaches the fake server (so these tests can fail)" test "$(j .stdout)" = "metadata-secret"
+bk_stop_agent; bk_start_agent
+
+# --- processes -----------------------------------------------------------------
+bk_exec ex1 --timeout 5 -- sh -c 'i=0; while [ $i -lt 400 ]; do sleep 60 & i=$((i+1)); done; wait'
+check "fork flood hits the pids cap" grep -qi 'fork' <<< "$(j .stderr)"
+bk_exec ex1 -- echo alive
+check "node and sandbox responsive after the fork flood" test "$(j .stdout)" = alive
+bk_exec ex1 --timeout 5 -- sh -c 'b() { b | b & }; b; sleep 3'
+check "fork bomb contained, exec returns" test "$(j .exit_code)" != ""
+bk_exec ex1 -- echo alive
+check "responsive after the fork bomb" test "$(j .stdout)" = alive
+
+bk_exec ex1 -- sh -c 'setsid sh -c "sleep 1234.5" </dev/null >/dev/null 2>&1 & (sh -c "sleep 1234.6 &" &); echo started'
+sleep 0.3
+check "setsid / double-forked children do not survive the exec" sh -c "! pgrep -f 'sleep 1234[.][56]' >/dev/null"
+
+bk_exec ex1 --timeout 1 -- sh -c 'sleep 1234.7 & sleep 30'
+check "timeout: exit_code 124" test "$(j .exit_code)" = 124
+check "timeout: timed_out true" test "$(j .timed_out)" = true
+check "timeout: returned within 3 s" test "$(j '.duration_ms < 3000')" = true
+check "timeout: nothing of it survives" sh -c "! pgrep -f 'sleep 1234[.]7' >/dev/null"
+
+bk_exec ex1 -- python3 -c 'b = bytearray(900 * 1024 * 1024); print("survived")'
+check "memory hog killed by the memory cap" sh -c "test \"$(j .exit_code)\" = 137 && ! grep -q survived $T/last.json"
+
+bk_exec ex1 -- sh -c 'head -c 3000000 /dev/zero | tr "\0" a'
+check "output cap: truncated" test "$(j .truncated)" = true
+check "output cap: exactly 1 MiB kept" test "$(j '.stdout | length')" = 1048576
+
+# --- the container and the user ----------------------------------------------------
+TOKEN=$(cat "$(sb ex1 token_file)")
+bk_exec ex1 -- sh -c 'id -u; cat /proc/self/status | grep ^Cap; grep NoNewPrivs /proc/self/status; pwd; env; ls -la /run/secrets /opt/boxkite /run/boxkite 2>&1; cat /proc/*/environ 2>/dev/null | tr "\0" "\n"; ls /proc | grep -c "^[0-9]"'
+check "runs as the sandbox user" test "$(j .stdout | head -1)" = 1000
+check "no capabilities at all" test "$(j .stdout | grep -c '^Cap...:.0000000000000000')" = 5
+check "no_new_privs set" grep -q 'NoNewPrivs:.1' <<< "$(j .stdout)"
+check "cwd is /workspace" grep -qx '/workspace' <<< "$(j .stdout)"
+check "clean environment (only PATH HOME LANG TERM, PWD by the shell)" \
+	test "$(j .stdout | grep -E '^[A-Z_]+=' | cut -d= -f1 | sort -u | tr '\n' ' ')" = "HOME LANG PATH PWD TERM "
+check "the shim's files are not visible" sh -c "! grep -q 'boxkite-shim\|tls.key' $T/last.json"
+check "the token appears nowhere in the exec's view" sh -c "! grep -q '$TOKEN' $T/last.json"
+check "no shim environment visible" sh -c "! grep -q SIDECAR_ $T/last.json"
+
+bk_exec ex1 -- sh -c 'echo persisted > /workspace/keep.txt'
+bk_exec ex1 -- sh -c 'cat /workspace/keep.txt; stat -c %u /workspace/keep.txt'
+check "workspace files persist across execs, owned by the sandbox user" test "$(j .stdout | tr '\n' ' ')" = "persisted 1000 "
+
+check "boxkitectl exec without --json relays stdout and the exit code" \
+	sh -c "test \"\$($CTL --admin-socket $T/admin.sock exec ex1 -- sh -c 'echo out; exit 3'; echo rc=\$?)\" = \"out
+rc=3\""
+
+# --- no leaks over 1000 execs ---------------------------------------------------------
+fds_before=$(ls /proc/$AGENT_PID/fd | wc -l)
+nets_before=$(lsns -t net -n | wc -l)
+fails=0
+for i in $(seq 1 1000); do ctl exec ex1 -- true || fails=$((fails + 1)); done
+check "1000 sequential execs succeed" test "$fails" = 0
+sleep 0.5
+fds_after=$(ls /proc/$AGENT_PID/fd | wc -l)
+check "agent fds stable after 1000 execs ($fds_before -> $fds_after)" test "$fds_after" -le "$fds_before"
+check "no exec cgroup left in any hierarchy" sh -c "! find /sys/fs/cgroup/*/kubepods -name 'boxkite-exec-*' 2>/dev/null | grep -q ."
+check "no exec link pins left" sh -c "! ls /sys/fs/bpf/boxkite | grep -q exec-"
+check "netns count back to baseline" test "$(lsns -t net -n | wc -l)" -le "$nets_before"
+
+# --- fail closed -----------------------------------------------------------------------
+for fault in cgroup bpf netns setns pidns; do
+	bk_stop_agent; bk_start_agent "{\"testing\":{\"allow_unsafe\":true,\"fault\":\"$fault\"}}"
+	ctl exec ex1 --json -- touch "/workspace/ran-$fault" > "$T/last.json"
+	case $fault in cgroup) want=cgroup;; bpf) want=bpf;; netns) want=netns;; *) want=container;; esac
+	check "fault $fault: refused, names layer $want" test "$(j .code) $(j .layer)" = "isolation_failed $want"
+done
+bk_stop_agent; bk_start_agent
+bk_exec ex1 -- sh -c 'ls /workspace/ran-* 2>/dev/null | wc -l'
+check "no command ran under any injected fault" test "$(j .stdout)" = 0
+check "nothing left after the faults" sh -c "! find /sys/fs/cgroup/*/kubepods -name 'boxkite-exec-*' 2>/dev/null | grep -q ."

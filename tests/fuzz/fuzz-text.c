@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Fuzz the output helpers of agent/text.c, which see whatever a sandboxed
+ * command prints:
+ *
+ *  - bk_utf8_sanitize on the whole input: the result must be valid UTF-8
+ *    (checked by a validator written here from the Unicode well-formed
+ *    byte-sequence table, not by decoding), without NUL, and equal to the
+ *    input when the input already was valid and NUL-free.
+ *  - bk_redact with secrets cut from the input:
+ *        byte 0: bits 0-2 number of secrets (0..7), bit 3 tail_partial,
+ *                bit 4: a NULL entry in the secret list
+ *        then per secret: a length byte (len % 16, so short secrets that
+ *                overlap each other are common) and that many bytes
+ *        the rest is the output text.
+ *    The result must equal a naive reference: every byte that lies in an
+ *    occurrence of some secret (and, with tail_partial, in a proper prefix
+ *    of a secret that ends the text) is hidden, and each maximal run of
+ *    hidden bytes becomes one "[REDACTED]". Independently of that model: no
+ *    secret occurs in the result and, with tail_partial, the result ends
+ *    with no proper prefix of a secret — for secrets that share no byte
+ *    with "[REDACTED]" (for the others the marker itself can spell them).
+ */
+#include "fuzz.h"
+#include "text.h"
+
+static const char RED[] = "[REDACTED]";
+#define REDLEN (sizeof(RED) - 1)
+
+/* Unicode 15, table 3-7 (well-formed UTF-8 byte sequences). */
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		unsigned char b = s[i];
+		size_t need;
+		unsigned char lo = 0x80, hi = 0xbf;
+		if (b <= 0x7f) {
+			i++;
+			continue;
+		} else if (b >= 0xc2 && b <= 0xdf) {
+			need = 1;
+		} else if (b == 0xe0) {
+			need = 2;
+			lo = 0xa0;
+		} else if ((b >= 0xe1 && b <= 0xec) || b == 0xee || b == 0xef) {
+			need = 2;
+		} else if (b == 0xed) {
+			need = 2;
+			hi = 0x9f;
+		} else if (b == 0xf0) {
+			need = 3;
+			lo = 0x90;
+		} else if (b >= 0xf1 && b <= 0xf3) {
+			need = 3;
+		} else if (b == 0xf4) {
+			need = 3;
+			hi = 0x8f;
+		} else {
+			return false;
+		}
+		if (n - i - 1 < need)
+			return false;
+		if (s[i + 1] < lo || s[i + 1] > hi)
+			return false;
+		for (size_t k = 2; k <= need; k++)
+			if (s[i + k] < 0x80 || s[i + k] > 0xbf)
+				return false;
+		i += need + 1;
+	}
+	return true;
+}
+
+static void check_sanitize(const uint8_t *data, size_t size)
+{
+	size_t ol = (size_t)-1;
+	char *out = bk_utf8_sanitize((const char *)data, size, &ol);
+	CHECK(out != NULL, "bk_utf8_sanitize returned NULL for %zu bytes", size);
+	CHECK(ol <= size * 3, "grew %zu bytes to %zu", size, ol);
+	CHECK(out[ol] == '\0', "result not NUL-terminated");
+	CHECK(!memchr(out, '\0', ol), "result has a NUL byte");
+	CHECK(utf8_valid((const unsigned char *)out, ol), "result is not valid UTF-8");
+	if (!memchr(data, '\0', size) && utf8_valid(data, size))
+		CHECK(ol == size && !memcmp(out, data, size), "valid UTF-8 input was changed");
+	/* a second pass changes nothing */
+	size_t ol2;
+	char *out2 = bk_utf8_sanitize(out, ol, &ol2);
+	CHECK(out2 && ol2 == ol && !memcmp(out, out2, ol), "sanitizing is not idempotent");
+	free(out2);
+	free(out);
+}
+
+/* The reference redaction, written for clarity not speed. */
+static char *ref_redact(const char *text, size_t n, char **sec, size_t ns, bool tail, size_t *outlen)
+{
+	bool *hide = calloc(n + 1, 1);
+	for (size_t s = 0; s < ns; s++) {
+		size_t sl = sec[s] ? strlen(sec[s]) : 0;
+		if (!sl)
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			size_t rem = n - i;
+			if (rem >= sl) {
+				if (!memcmp(text + i, sec[s], sl))
+					memset(hide + i, 1, sl);
+			} else if (tail && !memcmp(text + i, sec[s], rem)) {
+				memset(hide + i, 1, rem);
+			}
+		}
+	}
+	char *out = malloc(n * REDLEN + 1);
+	size_t o = 0;
+	for (size_t i = 0; i < n;) {
+		if (hide[i]) {
+			memcpy(out + o, RED, REDLEN);
+			o += REDLEN;
+			while (i < n && hide[i])
+				i++;
+		} else {
+			out[o++] = text[i++];
+		}
+	}
+	free(hide);
+	*outlen = o;
+	return out;
+}
+
+static bool shares_red_byte(const char *s)
+{
+	return strpbrk(s, RED) != NULL;
+}
+
+static void check_redact(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return;
+	unsigned ctl = data[0];
+	size_t ns = ctl & 7;
+	bool tail = ctl & 8;
+	bool null_entry = ctl & 16;
+	size_t off = 1;
+	char *sec[9] = { 0 };
+	size_t k = 0;
+	for (size_t s = 0; s < ns && off < size; s++) {
+		size_t sl = data[off++] % 16;
+		if (sl > size - off)
+			sl = size - off;
+		sec[k++] = fuzz_strdup(data + off, sl); /* C strings: a NUL cuts the secret */
+		off += sl;
+	}
+	if (null_entry)
+		sec[k++] = NULL;
+	const char *text = (const char *)data + off;
+	size_t n = size - off;
+
+	char *buf = malloc(n ? n : 1); /* bk_redact takes ownership */
+	if (n)
+		memcpy(buf, text, n);
+	size_t len = n;
+	char *out = bk_redact(buf, &len, (const char *const *)sec, k, tail);
+	CHECK(out != NULL, "bk_redact returned NULL");
+
+	size_t rl;
+	char *ref = ref_redact(text, n, sec, k, tail, &rl);
+	CHECK(len == rl && !memcmp(out, ref, rl), "result (%zu bytes) differs from the reference (%zu bytes):\n"
+						   "  got  \"%.*s\"\n  want \"%.*s\"",
+	      len, rl, (int)len, out, (int)rl, ref);
+	free(ref);
+
+	for (size_t s = 0; s < k; s++) {
+		if (!sec[s] || !sec[s][0] || shares_red_byte(sec[s]))
+			continue;
+		size_t sl = strlen(sec[s]);
+		CHECK(!memmem(out, len, sec[s], sl), "secret %zu (\"%s\") still in the result", s, sec[s]);
+		if (tail)
+			for (size_t p = 1; p < sl && p <= len; p++)
+				CHECK(memcmp(out + len - p, sec[s], p), "result ends with %zu bytes of secret %zu", p, s);
+	}
+	free(out);
+	for (size_t s = 0; s < k; s++)
+		free(sec[s]);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size > 64 * 1024)
+		return 0;
+	check_sanitize(data, size);
+	check_redact(data, size);
+	return 0;
+}

@@ -1,0 +1,520 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# boxkite-shim against a fake agent (tests/shim/fake-agent.py).
+#
+# Usage (from the repository root, as root or not):
+#   BK_BIN=build tests/shim/run.sh        # BK_BIN: directory holding boxkite-shim
+#   BK_BIN=build/san tests/shim/run.sh    # the ASan+UBSan build
+#
+# Everything listens on 127.0.0.1 only, on random free ports; a throwaway EC
+# key/certificate is made in a mktemp directory. Every process started here
+# is killed on exit and the directory removed. Each check prints
+# "ok - name" or "not ok - name: why"; the last line is "N passed, M failed"
+# and the exit status is non-zero if anything failed.
+set -uo pipefail
+
+cd "$(dirname "$0")/../.." || exit 1
+BK_BIN=${BK_BIN:-build}
+SHIM=$(cd "$BK_BIN" 2>/dev/null && pwd)/boxkite-shim
+FAKE=tests/shim/fake-agent.py
+CLIENT=tests/shim/client.py
+if [ ! -x "$SHIM" ]; then
+	echo "not ok - setup: $SHIM not found (build it: make build/boxkite-shim)"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+SANITIZED=0
+if ldd "$SHIM" 2>/dev/null | grep -q libasan; then SANITIZED=1; fi
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+PASS=0
+FAIL=0
+ok() { echo "ok - $1"; PASS=$((PASS + 1)); }
+notok() { echo "not ok - $1: $2"; FAIL=$((FAIL + 1)); }
+note() { echo "# $*"; }
+
+T=$(mktemp -d /tmp/bk-shim-test.XXXXXX)
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	sleep 0.2
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+count() { cat "$T/state/count" 2>/dev/null || echo 0; }
+# json FILE EXPR: evaluate a Python expression over the JSON document d.
+json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
+json_eq() { python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])) == json.loads(sys.argv[2]) else 1)' "$1" "$2" 2>/dev/null; }
+
+# ---- fixtures ---------------------------------------------------------------
+TOKEN="tok-$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')"
+printf '%s\n' "$TOKEN" >"$T/token"
+: >"$T/empty-token"
+mkcert() { # mkcert NAME: EC P-256 key + self-signed cert, subject CN=boxkite-shim
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/$1.key" \
+		-out "$T/$1.crt" -subj /CN=boxkite-shim -days 1 >/dev/null 2>&1
+}
+pin_of() { openssl pkey -in "$1" -pubout -outform DER 2>/dev/null | openssl dgst -sha256 -binary | base64; }
+mkcert pod && mkcert impostor || { notok setup "openssl could not make keys"; }
+PIN="sha256//$(pin_of "$T/pod.key")"
+IMPOSTOR_PIN="sha256//$(pin_of "$T/impostor.key")"
+
+FAKE_PID=
+start_fake() {
+	python3 "$FAKE" --socket "$T/agent.sock" --state "$T/state" >>"$T/fake.log" 2>&1 &
+	FAKE_PID=$!
+	PIDS+=("$FAKE_PID")
+	local i
+	for i in $(seq 100); do
+		[ -S "$T/agent.sock" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+stop_fake() { # stop_fake [SIGNAL]
+	kill "-${1:-TERM}" "$FAKE_PID" 2>/dev/null
+	wait "$FAKE_PID" 2>/dev/null
+}
+
+# start_shim NAME PORT [VAR=value...]: runs the shim with a clean environment.
+start_shim() {
+	local name=$1 port=$2
+	shift 2
+	env -i PATH="$PATH" ASAN_OPTIONS="$ASAN_OPTIONS" UBSAN_OPTIONS="$UBSAN_OPTIONS" \
+		SIDECAR_LISTEN="127.0.0.1:$port" BOXKITE_AGENT_SOCKET="$T/agent.sock" "$@" \
+		"$SHIM" >"$T/$name.out" 2>"$T/$name.log" &
+	local pid=$!
+	PIDS+=("$pid")
+	printf -v "${name}_PID" '%s' "$pid"
+	local i
+	for i in $(seq 200); do
+		grep -q '"msg":"listening"' "$T/$name.log" 2>/dev/null && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+# hc URL [curl args...]: sets CODE (HTTP status, 000 when none), RC (curl's
+# exit status); the body is in $T/body, headers in $T/headers.
+hc() {
+	local url=$1
+	shift
+	CODE=$(curl -sS -k --pinnedpubkey "$PIN" --max-time 20 -o "$T/body" -D "$T/headers" \
+		-w '%{http_code}' "$@" "$url" 2>"$T/curl.err")
+	RC=$?
+}
+AUTH=(-H "X-Sidecar-Auth-Token: $TOKEN")
+UNAUTH='{"detail":"unauthorized","code":"unauthorized"}'
+
+start_fake || notok setup "fake agent did not start"
+
+P_MAIN=$(free_port)
+MAIN_ENV=(SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT="$T/pod.crt" SIDECAR_TLS_KEY="$T/pod.key"
+	SIDECAR_MAX_BODY=1048576 SIDECAR_MAX_CONCURRENT=3 SIDECAR_CONN_TIMEOUT=3)
+if ! start_shim MAIN "$P_MAIN" "${MAIN_ENV[@]}"; then
+	notok setup "shim did not start: $(head -c 600 "$T/MAIN.log")"
+	echo "$PASS passed, $FAIL failed"
+	exit 1
+fi
+M="https://127.0.0.1:$P_MAIN"
+
+# ---- idle memory ----------------------------------------------------------
+sleep 0.3
+RSS_KB=$(awk '/^VmRSS:/ {print $2}' "/proc/$MAIN_PID/status")
+note "idle RSS of boxkite-shim (TLS mode): ${RSS_KB} KiB$([ $SANITIZED = 1 ] && echo ' (sanitizer build)')"
+if [ "$SANITIZED" = 0 ]; then
+	if [ "$RSS_KB" -lt 8192 ]; then ok "idle RSS under 8 MiB (${RSS_KB} KiB)"; else notok "idle RSS under 8 MiB" "${RSS_KB} KiB"; fi
+fi
+
+# ---- health -----------------------------------------------------------------
+hc "$M/health"
+if [ "$CODE" = 200 ] && json_eq "$T/body" '{"status":"ok","agent":"connected"}'; then
+	ok "health without token: agent connected"
+else notok "health without token" "code $CODE body $(cat "$T/body")"; fi
+
+# ---- TLS --------------------------------------------------------------------
+if echo | openssl s_client -connect "127.0.0.1:$P_MAIN" -brief 2>&1 | grep -q 'Protocol version: TLSv1.3'; then
+	ok "TLS 1.3 negotiated"
+else notok "TLS 1.3 negotiated" "openssl s_client did not report TLSv1.3"; fi
+hc "$M/health" --tls-max 1.2
+if [ "$RC" != 0 ] && [ "$CODE" = 000 ]; then ok "TLS 1.2 refused (curl exit $RC)"; else notok "TLS 1.2 refused" "rc $RC code $CODE"; fi
+
+P_IMP=$(free_port)
+if start_shim IMP "$P_IMP" SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT="$T/impostor.crt" \
+	SIDECAR_TLS_KEY="$T/impostor.key"; then
+	subj1=$(openssl x509 -in "$T/pod.crt" -noout -subject)
+	subj2=$(openssl x509 -in "$T/impostor.crt" -noout -subject)
+	hc "https://127.0.0.1:$P_IMP/health"
+	rc_pinned=$RC
+	CODE=$(curl -sS -k --pinnedpubkey "$IMPOSTOR_PIN" -o /dev/null -w '%{http_code}' "https://127.0.0.1:$P_IMP/health" 2>/dev/null)
+	if [ "$subj1" = "$subj2" ] && [ "$rc_pinned" = 90 ] && [ "$CODE" = 200 ]; then
+		ok "different key, same subject: rejected by the pinned client (curl exit 90)"
+	else notok "impostor key rejected by pin" "subjects '$subj1'/'$subj2' rc $rc_pinned own-pin code $CODE"; fi
+	kill -TERM "$IMP_PID" 2>/dev/null
+	wait "$IMP_PID" 2>/dev/null
+else notok "impostor shim" "did not start"; fi
+
+if out=$(python3 "$CLIENT" plain --port "$P_MAIN"); then
+	ok "plaintext HTTP on the TLS port gets no HTTP answer (got $out)"
+else notok "plaintext HTTP on the TLS port" "got $out"; fi
+hc "http://127.0.0.1:$P_MAIN/health"
+if [ "$CODE" = 000 ]; then ok "curl http:// to the TLS port: no HTTP response (curl exit $RC)"; else notok "curl http:// to TLS port" "code $CODE"; fi
+
+# ---- authentication ---------------------------------------------------------
+C0=$(count)
+auth_case() { # auth_case NAME EXPECTED_CODES(regex) [curl args...]
+	local name=$1 want=$2
+	shift 2
+	hc "$@"
+	if [[ "$CODE" =~ ^($want)$ ]]; then
+		if [ "$CODE" = 401 ] && ! json_eq "$T/body" "$UNAUTH"; then
+			notok "$name" "401 with body $(head -c 200 "$T/body")"
+		else ok "$name → $CODE"; fi
+	else notok "$name" "want $want, got $CODE (rc $RC)"; fi
+}
+BODY='{"command":"echo hi"}'
+auth_case "no token header" 401 "$M/exec" -d "$BODY"
+auth_case "empty token" 401 "$M/exec" -d "$BODY" -H 'X-Sidecar-Auth-Token;'
+auth_case "wrong token" 401 "$M/exec" -d "$BODY" -H 'X-Sidecar-Auth-Token: wrong'
+auth_case "token with the wrong case" 401 "$M/exec" -d "$BODY" -H "X-Sidecar-Auth-Token: ${TOKEN^^}"
+auth_case "token prefix" 401 "$M/exec" -d "$BODY" -H "X-Sidecar-Auth-Token: ${TOKEN%?}"
+auth_case "token plus one byte" 401 "$M/exec" -d "$BODY" -H "X-Sidecar-Auth-Token: ${TOKEN}x"
+auth_case "token with trailing space" 401 "$M/exec" -d "$BODY" -H "X-Sidecar-Auth-Token: $TOKEN "
+printf 'X-Sidecar-Auth-Token: %s\t\n' "$TOKEN" >"$T/tab-header"
+auth_case "token with trailing tab" 401 "$M/exec" -d "$BODY" -H "@$T/tab-header"
+auth_case "two token headers, both right" '400|401' "$M/exec" -d "$BODY" "${AUTH[@]}" "${AUTH[@]}"
+auth_case "two token headers, one right" '400|401' "$M/exec" -d "$BODY" -H 'X-Sidecar-Auth-Token: nope' "${AUTH[@]}"
+auth_case "token in the query string" 401 "$M/exec?X-Sidecar-Auth-Token=$TOKEN&token=$TOKEN" -d "$BODY"
+auth_case "token as a different header" 401 "$M/exec" -d "$BODY" -H "Authorization: Bearer $TOKEN"
+{ printf 'X-Sidecar-Auth-Token: '; head -c 1048576 /dev/zero | tr '\0' a; printf '\n'; } >"$T/big-header"
+auth_case "1 MB token header" '4[0-9][0-9]' "$M/exec" -d "$BODY" -H "@$T/big-header"
+sed '1s/^X-Sidecar-Auth-Token/X-Junk/' "$T/big-header" >"$T/big-junk"
+auth_case "1 MB other header with the right token" '4[0-9][0-9]' "$M/exec" -d "$BODY" "${AUTH[@]}" -H "@$T/big-junk"
+auth_case "GET route without token" 401 "$M/isolation"
+auth_case "metrics without token" 401 "$M/metrics"
+# Wire-level cases curl cannot express.
+hex() { printf '%s' "$1" | od -An -v -tx1 | tr -d ' \n'; }
+raw_case() { # raw_case NAME WANT HEXHEADERS
+	local got
+	got=$(python3 "$CLIENT" raw --port "$P_MAIN" --tls --header-hex "$3" --body "$BODY")
+	if [ "$got" = "$2" ]; then ok "$1 → $got"; else notok "$1" "want $2, got $got"; fi
+}
+CRLF=0d0a
+raw_case "token split by an embedded NUL" 401 "$(hex "X-Sidecar-Auth-Token: ${TOKEN:0:5}")00$(hex "${TOKEN:5}")$CRLF"
+raw_case "folded (obs-fold) token header" 401 "$(hex "X-Sidecar-Auth-Token: ${TOKEN:0:5}")${CRLF}20$(hex "${TOKEN:5}")$CRLF"
+raw_case "space before the colon" 401 "$(hex "X-Sidecar-Auth-Token : $TOKEN")$CRLF"
+if [ "$(count)" = "$C0" ]; then ok "rejected requests never reached the agent (count $C0)"; else notok "rejected requests never reached the agent" "count $C0 -> $(count)"; fi
+# Documented libmicrohttpd 0.9.75 behaviour, not a check: header values are
+# C strings inside MHD, so bytes after an embedded NUL are invisible to the
+# shim; what precedes the NUL must still be the exact token.
+got=$(python3 "$CLIENT" raw --port "$P_MAIN" --tls --header-hex "$(hex "X-Sidecar-Auth-Token: $TOKEN")00$(hex garbage)$CRLF" --body "$BODY")
+note "libmicrohttpd truncates a header value at an embedded NUL: '<token>\\0garbage' got $got"
+C0=$(count)
+
+# ---- accepted requests are relayed ------------------------------------------
+hc "$M/exec" "${AUTH[@]}" -d '{"command":"echo hi","timeout":5}'
+if [ "$CODE" = 200 ] && json_eq "$T/body" '{"op":"exec","args":{"command":"echo hi","timeout":5}}' &&
+	json_eq "$T/state/last.json" '{"op":"exec","args":{"command":"echo hi","timeout":5}}' &&
+	grep -qi '^content-type: application/json' "$T/headers"; then
+	ok "correct token: /exec forwarded as {op,args} and the answer relayed"
+else notok "correct token /exec" "code $CODE body $(head -c 300 "$T/body")"; fi
+hc "$M/exec" -H "x-sidecar-auth-token: $TOKEN" -d '{}'
+if [ "$CODE" = 200 ]; then ok "header name is case-insensitive"; else notok "header name case-insensitive" "code $CODE"; fi
+
+routes_ok=1
+for pair in exec:/exec file_create:/file-create view:/view str_replace:/str-replace ls:/ls glob:/glob \
+	grep:/grep present_files:/present-files configure:/configure tool_call:/tool-call; do
+	op=${pair%%:*}
+	route=${pair#*:}
+	hc "$M$route" "${AUTH[@]}" -d "{\"probe\":\"$route\",\"n\":[1,2.5,null,true]}"
+	if [ "$CODE" != 200 ] || ! json_eq "$T/state/last.json" "{\"op\":\"$op\",\"args\":{\"probe\":\"$route\",\"n\":[1,2.5,null,true]}}"; then
+		routes_ok=0
+		notok "POST $route → op $op" "code $CODE last $(head -c 200 "$T/state/last.json")"
+	fi
+done
+[ $routes_ok = 1 ] && ok "every POST route forwarded with its op and the body as args"
+hc "$M/isolation" "${AUTH[@]}"
+if [ "$CODE" = 200 ] && json_eq "$T/state/last.json" '{"op":"isolation","args":{}}' &&
+	json_eq "$T/body" '{"netns":"fresh","interfaces":["lo"]}'; then
+	ok "GET /isolation → op isolation, args {}"
+else notok "GET /isolation" "code $CODE last $(head -c 200 "$T/state/last.json")"; fi
+hc "$M/metrics" "${AUTH[@]}"
+if [ "$CODE" = 200 ] && grep -qi '^content-type: text/plain; version=0.0.4' "$T/headers" &&
+	grep -q '^boxkite_execs_total 7$' "$T/body"; then
+	ok "GET /metrics relays the agent's text with its content type"
+else notok "GET /metrics" "code $CODE headers $(tr -d '\r' <"$T/headers" | grep -i content-type)"; fi
+hc "$M/exec" "${AUTH[@]}" -d '{"command":"x","fake":{"status":409}}'
+if [ "$CODE" = 409 ] && [ "$(json "$T/body" 'd["args"]["command"]')" = x ]; then ok "agent status relayed verbatim (409)"; else notok "status relayed" "code $CODE"; fi
+hc "$M/exec" "${AUTH[@]}" -d '{"fake":{"big":300000}}'
+if [ "$CODE" = 200 ] && [ "$(json "$T/body" 'len(d["stdout"])')" = 300000 ]; then
+	ok "multi-record agent response (300 kB) relayed"
+else notok "large agent response" "code $CODE"; fi
+python3 -c 'import json; print(json.dumps({"content": "y" * (1048576 - 64)}))' >"$T/near-limit.json"
+hc "$M/file-create" "${AUTH[@]}" --data-binary "@$T/near-limit.json"
+if [ "$CODE" = 200 ] && [ "$(json "$T/body" 'len(d["args"]["content"])')" = $((1048576 - 64)) ]; then
+	ok "body just under the limit forwarded in several records and echoed back"
+else notok "body just under the limit" "code $CODE"; fi
+CODES=$(curl -sS -k --pinnedpubkey "$PIN" "${AUTH[@]}" -o /dev/null -w '%{http_code}:%{num_connects} ' \
+	"$M/isolation" "$M/isolation" 2>/dev/null)
+if [ "$CODES" = "200:1 200:0 " ]; then ok "keep-alive: second request reuses the connection"; else notok "keep-alive" "got '$CODES'"; fi
+
+# ---- malformed agent answers ------------------------------------------------
+for mal in notjson nobody badstatus badframe; do
+	hc "$M/exec" "${AUTH[@]}" -d "{\"fake\":{\"malformed\":\"$mal\"}}"
+	if [ "$CODE" = 502 ] && [ "$(json "$T/body" 'd["code"]')" = bad_agent_response ]; then
+		ok "agent answer '$mal' → 502 bad_agent_response"
+	else notok "agent answer '$mal'" "code $CODE body $(head -c 200 "$T/body")"; fi
+done
+hc "$M/exec" "${AUTH[@]}" -d '{"fake":{"malformed":"close"}}'
+if [ "$CODE" = 503 ] && [ "$(json "$T/body" 'd["code"]')" = agent_unavailable ]; then
+	ok "agent hangs up without answering → 503 agent_unavailable"
+else notok "agent hangs up" "code $CODE"; fi
+
+# ---- routing and bodies -----------------------------------------------------
+hc "$M/nope" "${AUTH[@]}"
+[ "$CODE" = 404 ] && ok "unknown route → 404" || notok "unknown route" "code $CODE"
+hc "$M/exec/" "${AUTH[@]}" -d '{}'
+[ "$CODE" = 404 ] && ok "route with a trailing slash → 404" || notok "trailing slash" "code $CODE"
+hc "$M/exec" "${AUTH[@]}"
+if [ "$CODE" = 405 ] && grep -qi '^allow: POST' "$T/headers"; then ok "GET /exec → 405 with Allow: POST"; else notok "GET /exec" "code $CODE"; fi
+hc "$M/health" -d '{}'
+[ "$CODE" = 405 ] && ok "POST /health → 405" || notok "POST /health" "code $CODE"
+C0=$(count)
+for b in 'not json' '[1,2]' '"str"' '{"a":1} trailing' '{"a":' ''; do
+	hc "$M/exec" "${AUTH[@]}" --data-binary "$b"
+	if [ "$CODE" = 400 ] && [ "$(json "$T/body" 'd["code"]')" = bad_json ]; then ok "body '$b' → 400 bad_json"; else notok "body '$b'" "code $CODE"; fi
+done
+printf '{"a":"b\0c"}' >"$T/nul-body"
+hc "$M/exec" "${AUTH[@]}" --data-binary "@$T/nul-body"
+[ "$CODE" = 400 ] && ok "body with a NUL byte → 400" || notok "NUL body" "code $CODE"
+head -c $((1048576 + 1)) /dev/zero | tr '\0' ' ' >"$T/big-body"
+hc "$M/exec" "${AUTH[@]}" --data-binary "@$T/big-body"
+if [ "$CODE" = 413 ] && [ "$(json "$T/body" 'd["code"]')" = body_too_large ]; then ok "body over the limit (Content-Length) → 413"; else notok "413 content-length" "code $CODE"; fi
+hc "$M/exec" "${AUTH[@]}" -H 'Transfer-Encoding: chunked' --data-binary "@$T/big-body"
+[ "$CODE" = 413 ] && ok "body over the limit (chunked, no length) → 413" || notok "413 chunked" "code $CODE rc $RC"
+hc "$M/exec" "${AUTH[@]}" -H 'Transfer-Encoding: chunked' -d '{"chunked":true}'
+[ "$CODE" = 200 ] && ok "chunked body within the limit → 200" || notok "chunked small body" "code $CODE"
+C1=$(count)
+if [ "$C1" = $((C0 + 1)) ]; then ok "bad and oversized bodies never reached the agent"; else notok "bad bodies never reached the agent" "count $C0 -> $C1 (want +1)"; fi
+
+# ---- concurrency ------------------------------------------------------------
+C0=$(count)
+BG=()
+for i in 1 2 3; do
+	curl -sS -k --pinnedpubkey "$PIN" --max-time 20 "${AUTH[@]}" -d '{"fake":{"sleep":3}}' -o /dev/null \
+		-w '%{http_code}' "$M/exec" >"$T/slow$i" 2>/dev/null &
+	BG+=($!)
+done
+for i in $(seq 100); do [ "$(count)" -ge $((C0 + 3)) ] && break; sleep 0.05; done
+t0=$(now_ms)
+hc "$M/exec" "${AUTH[@]}" -d '{}'
+t1=$(now_ms)
+if [ "$CODE" = 429 ] && [ $((t1 - t0)) -lt 1500 ] && [ "$(json "$T/body" 'd["code"]')" = too_many_requests ]; then
+	ok "4th request with 3 in flight → 429 at once ($((t1 - t0)) ms)"
+else notok "429 over the concurrency limit" "code $CODE after $((t1 - t0)) ms"; fi
+hc "$M/health"
+[ "$CODE" = 200 ] && ok "health still answers while saturated" || notok "health while saturated" "code $CODE"
+wait "${BG[@]}"
+if [ "$(cat "$T/slow1" "$T/slow2" "$T/slow3")" = 200200200 ]; then ok "the 3 slow requests completed with 200"; else notok "slow requests" "$(cat "$T/slow1" "$T/slow2" "$T/slow3")"; fi
+[ "$(count)" = $((C0 + 3)) ] && ok "the 429 request never reached the agent" || notok "429 not forwarded" "count $C0 -> $(count)"
+hc "$M/exec" "${AUTH[@]}" -d '{}'
+[ "$CODE" = 200 ] && ok "slots are released after completion" || notok "slots released" "code $CODE"
+
+# ---- the connection timeout does not apply to the agent's answer ------------
+t0=$(now_ms)
+hc "$M/exec" "${AUTH[@]}" -d '{"fake":{"sleep":5}}'
+t1=$(now_ms)
+if [ "$CODE" = 200 ] && [ $((t1 - t0)) -ge 4900 ]; then ok "exec longer than SIDECAR_CONN_TIMEOUT (3 s) still answered ($((t1 - t0)) ms)"; else notok "long exec" "code $CODE after $((t1 - t0)) ms"; fi
+
+# ---- slow clients -----------------------------------------------------------
+C0=$(count)
+SL=()
+python3 "$CLIENT" slow --port "$P_MAIN" --stage connect --limit 20 >"$T/slow-connect" &
+SL+=($!)
+python3 "$CLIENT" slow --port "$P_MAIN" --tls --stage headers --limit 20 >"$T/slow-headers" &
+SL+=($!)
+python3 "$CLIENT" slow --port "$P_MAIN" --tls --stage body --token "$TOKEN" --limit 20 >"$T/slow-body" &
+SL+=($!)
+for i in 1 2 3; do
+	python3 "$CLIENT" slow --port "$P_MAIN" --stage connect --limit 20 >/dev/null &
+	SL+=($!)
+done
+sleep 0.5
+t0=$(now_ms)
+hc "$M/exec" "${AUTH[@]}" -d '{"while":"slow clients"}'
+t1=$(now_ms)
+if [ "$CODE" = 200 ] && [ $((t1 - t0)) -lt 2000 ]; then ok "served normally while 6 slow clients hold connections ($((t1 - t0)) ms)"; else notok "served during slowloris" "code $CODE after $((t1 - t0)) ms"; fi
+wait "${SL[@]}"
+slow_check() { # slow_check NAME FILE
+	local st el n
+	read -r st el n <"$2"
+	if [ "$st" = closed ] && awk -v e="$el" 'BEGIN{exit !(e >= 2 && e <= 7)}'; then
+		ok "slow client ($1) closed by the shim after ${el}s"
+	else notok "slow client ($1)" "$st after ${el}s, $n bytes"; fi
+}
+slow_check "TCP connect, no TLS handshake" "$T/slow-connect"
+slow_check "half the request headers" "$T/slow-headers"
+slow_check "headers and half the body" "$T/slow-body"
+[ "$(count)" = "$C0" ] && ok "the stalled request never reached the agent" || notok "stalled body not forwarded" "count $C0 -> $(count)"
+
+# ---- agent down and back ----------------------------------------------------
+stop_fake TERM
+hc "$M/exec" "${AUTH[@]}" -d '{}'
+if [ "$CODE" = 503 ] && json_eq "$T/body" '{"detail":"boxkite agent unavailable","code":"agent_unavailable"}'; then
+	ok "agent stopped → 503 agent_unavailable"
+else notok "agent stopped" "code $CODE body $(head -c 200 "$T/body")"; fi
+sleep 1.1
+hc "$M/health"
+if [ "$CODE" = 200 ] && json_eq "$T/body" '{"status":"ok","agent":"unavailable"}'; then ok "health: agent unavailable"; else notok "health agent down" "code $CODE body $(cat "$T/body")"; fi
+start_fake
+hc "$M/exec" "${AUTH[@]}" -d '{"after":"restart"}'
+if [ "$CODE" = 200 ] && kill -0 "$MAIN_PID"; then ok "agent restarted on the same path → served again, shim not restarted"; else notok "recovery after agent restart" "code $CODE"; fi
+sleep 1.1
+hc "$M/health"
+json_eq "$T/body" '{"status":"ok","agent":"connected"}' && ok "health: agent connected again" || notok "health after restart" "$(cat "$T/body")"
+# Pooled connections to the dead agent must not turn into errors: fill the
+# pool, kill the agent hard (the socket file stays), restart it.
+for i in 1 2 3; do
+	curl -sS -k --pinnedpubkey "$PIN" "${AUTH[@]}" -d '{"fake":{"sleep":0.3}}' -o /dev/null "$M/exec" 2>/dev/null &
+done
+wait
+stop_fake KILL
+hc "$M/exec" "${AUTH[@]}" -d '{}'
+[ "$CODE" = 503 ] && ok "agent killed (stale socket file) → 503" || notok "agent killed" "code $CODE"
+start_fake
+hc "$M/exec" "${AUTH[@]}" -d '{}'
+[ "$CODE" = 200 ] && ok "stale pooled connections discarded after an agent restart" || notok "stale pool" "code $CODE"
+
+# ---- plain HTTP mode ----------------------------------------------------------
+P_PLAIN=$(free_port)
+if start_shim PLAIN "$P_PLAIN" SIDECAR_TLS_DISABLED=true SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_CONN_TIMEOUT=3; then
+	hc "http://127.0.0.1:$P_PLAIN/health"
+	[ "$CODE" = 200 ] && ok "SIDECAR_TLS_DISABLED=true: plain HTTP health" || notok "plain health" "code $CODE"
+	hc "http://127.0.0.1:$P_PLAIN/exec" "${AUTH[@]}" -d '{"plain":true}'
+	[ "$CODE" = 200 ] && json_eq "$T/state/last.json" '{"op":"exec","args":{"plain":true}}' && ok "plain HTTP: authenticated exec forwarded" || notok "plain exec" "code $CODE"
+	hc "http://127.0.0.1:$P_PLAIN/exec" -d '{}'
+	[ "$CODE" = 401 ] && ok "plain HTTP: still needs the token" || notok "plain 401" "code $CODE"
+	python3 "$CLIENT" slow --port "$P_PLAIN" --stage headers --limit 20 >"$T/slow-plain"
+	slow_check "plain HTTP, half the headers" "$T/slow-plain"
+else notok "plain shim" "did not start: $(head -c 300 "$T/PLAIN.log")"; fi
+
+# ---- no token configured ----------------------------------------------------
+P_NT=$(free_port)
+P_ET=$(free_port)
+C0=$(count)
+if start_shim NOTOKEN "$P_NT" SIDECAR_TLS_DISABLED=true SIDECAR_AUTH_TOKEN_FILE="$T/does-not-exist" &&
+	start_shim EMPTYTOKEN "$P_ET" SIDECAR_TLS_DISABLED=true SIDECAR_AUTH_TOKEN_FILE="$T/empty-token"; then
+	for p in "$P_NT" "$P_ET"; do
+		hc "http://127.0.0.1:$p/exec" "${AUTH[@]}" -d '{}'
+		c1=$CODE
+		j1=$(json "$T/body" 'd["code"]')
+		hc "http://127.0.0.1:$p/isolation" -H 'X-Sidecar-Auth-Token: '
+		c2=$CODE
+		hc "http://127.0.0.1:$p/health"
+		c3=$CODE
+		if [ "$c1" = 503 ] && [ "$j1" = no_token_configured ] && [ "$c2" = 503 ] && [ "$c3" = 200 ]; then
+			ok "no token configured ($([ "$p" = "$P_NT" ] && echo missing || echo empty) file) → 503 no_token_configured, health 200"
+		else notok "no token configured" "exec $c1 ($j1) isolation $c2 health $c3"; fi
+	done
+	[ "$(count)" = "$C0" ] && ok "no-token shims forwarded nothing" || notok "no-token forwarded" "count $C0 -> $(count)"
+else notok "no-token shims" "did not start"; fi
+
+# ---- start-up errors --------------------------------------------------------
+startup_case() { # startup_case NAME WORD-EXPECTED-IN-MESSAGE VAR=value...
+	local name=$1 word=$2
+	shift 2
+	env -i PATH="$PATH" ASAN_OPTIONS="$ASAN_OPTIONS" UBSAN_OPTIONS="$UBSAN_OPTIONS" \
+		SIDECAR_LISTEN="127.0.0.1:$(free_port)" SIDECAR_AUTH_TOKEN_FILE="$T/token" "$@" \
+		timeout 10 "$SHIM" >/dev/null 2>"$T/startup.err"
+	local rc=$? lines
+	lines=$(wc -l <"$T/startup.err")
+	if [ $rc = 1 ] && [ "$lines" = 1 ] && grep -q "$word" "$T/startup.err"; then
+		ok "start-up: $name → exit 1, one line"
+	else notok "start-up: $name" "rc $rc, $lines lines: $(head -c 300 "$T/startup.err")"; fi
+	cat "$T/startup.err" >>"$T/startup-all.log"
+}
+startup_case "TLS required, no cert/key" SIDECAR_TLS_CERT
+startup_case "TLS required, key missing" SIDECAR_TLS_KEY SIDECAR_TLS_CERT="$T/pod.crt"
+startup_case "TLS_DISABLED=yes is not true" SIDECAR_TLS_CERT SIDECAR_TLS_DISABLED=yes
+startup_case "unreadable key file" SIDECAR_TLS_KEY SIDECAR_TLS_CERT="$T/pod.crt" SIDECAR_TLS_KEY="$T/nope.key"
+startup_case "key not matching the cert" "does not match" SIDECAR_TLS_CERT="$T/pod.crt" SIDECAR_TLS_KEY="$T/impostor.key"
+startup_case "bad SIDECAR_LISTEN" SIDECAR_LISTEN SIDECAR_TLS_DISABLED=true SIDECAR_LISTEN=localhost
+startup_case "bad SIDECAR_MAX_BODY" SIDECAR_MAX_BODY SIDECAR_TLS_DISABLED=true SIDECAR_MAX_BODY=12abc
+P_V6=$(free_port)
+if start_shim V6 "$P_V6" SIDECAR_TLS_DISABLED=true SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_LISTEN="[::1]:$P_V6"; then
+	hc "http://[::1]:$P_V6/health"
+	[ "$CODE" = 200 ] && ok "SIDECAR_LISTEN=[::1]:port" || notok "IPv6 listen" "code $CODE"
+else note "IPv6 loopback unavailable here; [::1] listen not checked"; fi
+
+# ---- SIGTERM: stop accepting, finish, exit 0 ----------------------------------
+C0=$(count)
+curl -sS -k --pinnedpubkey "$PIN" --max-time 20 "${AUTH[@]}" -d '{"fake":{"sleep":2}}' -o /dev/null \
+	-w '%{http_code}' "$M/exec" >"$T/drain" 2>/dev/null &
+DRAIN_CURL=$!
+for i in $(seq 100); do [ "$(count)" -gt "$C0" ] && break; sleep 0.05; done
+kill -TERM "$MAIN_PID"
+sleep 0.3
+hc "$M/health"
+refused=$RC
+wait "$DRAIN_CURL"
+wait "$MAIN_PID"
+rc=$?
+if [ "$(cat "$T/drain")" = 200 ] && [ $rc = 0 ] && [ "$refused" = 7 ]; then
+	ok "SIGTERM: in-flight request finished (200), new connections refused, exit 0"
+else notok "SIGTERM drain" "in-flight $(cat "$T/drain"), new-connection curl rc $refused, shim exit $rc"; fi
+for n in PLAIN NOTOKEN EMPTYTOKEN V6; do
+	pid_var="${n}_PID"
+	pid=${!pid_var:-}
+	[ -n "$pid" ] || continue
+	kill -INT "$pid" 2>/dev/null
+	wait "$pid"
+	rc=$?
+	[ $rc = 0 ] || notok "SIGINT $n" "exit $rc"
+done
+ok "SIGINT: the other shims exited"
+
+# ---- logs ---------------------------------------------------------------------
+LOGS=("$T"/*.log)
+leak=0
+for f in "${LOGS[@]}"; do
+	[ "$(basename "$f")" = fake.log ] && continue
+	if grep -qF "$TOKEN" "$f" || grep -q 'PRIVATE KEY' "$f" || grep -qF "$T/token" "$f" ||
+		grep -qF "$T/pod.key" "$f" || grep -qF "$T/impostor.key" "$f"; then
+		leak=1
+		notok "logs hold no secret" "$(basename "$f")"
+	fi
+done
+[ $leak = 0 ] && ok "logs never contain the token, the key or the secrets' paths"
+bad_json=$(for f in "${LOGS[@]}"; do
+	[ "$(basename "$f")" = fake.log ] && continue
+	python3 -c '
+import json, sys
+for line in open(sys.argv[1], errors="replace"):
+    if line.startswith(("==", "    #", "SUMMARY", "Direct leak", "Indirect leak")) or "runtime error" in line or not line.strip():
+        continue
+    try:
+        o = json.loads(line)
+        assert isinstance(o, dict) and "msg" in o and "level" in o
+    except Exception:
+        print(sys.argv[1].rsplit("/", 1)[-1] + ": " + line[:120].rstrip())
+' "$f"
+done)
+[ -z "$bad_json" ] && ok "every log line is a JSON object" || notok "JSON log lines" "$(echo "$bad_json" | head -3)"
+if grep -lE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:' "${LOGS[@]}" >/dev/null 2>&1; then
+	notok "no sanitizer reports" "$(grep -hE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:' "${LOGS[@]}" | head -3)"
+	for f in $(grep -lE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:' "${LOGS[@]}"); do
+		sed -n '/Sanitizer\|runtime error/,+25p' "$f" | head -40 | sed 's/^/#   /'
+	done
+else ok "no sanitizer reports$([ $SANITIZED = 1 ] && echo ' (ASan+UBSan build)')"; fi
+
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]
