@@ -197,6 +197,10 @@ static char *do_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *
 	cJSON_AddStringToObject(audit, "namespace", pod->pod_namespace);
 	cJSON_AddStringToObject(audit, "pod_uid", pod->pod_uid);
 	cJSON_AddNumberToObject(audit, "duration_ms", res->duration_ms);
+	cJSON *tm = cJSON_AddObjectToObject(audit, "phases_us");
+	static const char *const phase[] = { "cgroup", "bpf", "spawn", "run", "teardown" };
+	for (int i = 0; i < 5; i++)
+		cJSON_AddNumberToObject(tm, phase[i], res->t_us[i]);
 	char *out;
 	if (r < 0) {
 		__atomic_add_fetch(&a->execs_failed, 1, __ATOMIC_RELAXED);

@@ -79,8 +79,15 @@ static int check_keys(const cJSON *o, const char *where, const char *const *know
 
 int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err, size_t errlen)
 {
-	cJSON *root = cJSON_ParseWithLength(json, len);
-	if (!root || !cJSON_IsObject(root)) {
+	if (errlen)
+		err[0] = '\0';
+	const char *end = NULL;
+	cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
+	/* one object and nothing after it but white space: cJSON alone
+	 * ignores trailing text, which would drop settings silently */
+	while (root && end < json + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+		end++;
+	if (!root || !cJSON_IsObject(root) || end != json + len) {
 		cJSON_Delete(root);
 		return C_ERR("config: not a JSON object");
 	}
@@ -154,6 +161,8 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 		if (!cJSON_IsObject(t) || (r = check_keys(t, "\"testing\"", test_keys, err, errlen)) < 0 ||
 		    (r = get_bool(t, "allow_unsafe", &c->allow_unsafe, err, errlen)) < 0 ||
 		    (r = get_str(t, "fault", c->fault, sizeof(c->fault), err, errlen)) < 0) {
+			if (!err[0])
+				snprintf(err, errlen, "config: \"testing\" must be an object");
 			r = -EINVAL;
 			goto out;
 		}

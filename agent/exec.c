@@ -123,6 +123,70 @@ static void slot_del(struct bk_engine *e, struct bk_exec_result *res)
 	pthread_mutex_unlock(&e->lock);
 }
 
+/* ---- network namespace pool ------------------------------------------------------ */
+
+/* Make a fresh netns with lo up from this thread (unshare affects only the
+ * calling thread), keep an fd to it, and return the thread to the agent's
+ * own namespace. */
+static int netns_make(struct bk_engine *e)
+{
+	if (unshare(CLONE_NEWNET) < 0)
+		return -errno;
+	int r = bk_netns_lo_up();
+	int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int saved = errno;
+	if (setns(e->self_netns, CLONE_NEWNET) < 0) {
+		log_error("netns_restore", "cannot return to the agent's network namespace: %s", strerror(errno));
+		abort(); /* never serve from a thread in the wrong netns */
+	}
+	if (fd < 0)
+		return -saved;
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static void *netns_filler(void *arg)
+{
+	struct bk_engine *e = arg;
+	/* refill only with CPU nobody else wants: execs come first */
+	struct sched_param sp = { 0 };
+	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	pthread_mutex_lock(&e->lock);
+	while (!e->stop) {
+		if (e->netns_n == (int)ARRAY_SIZE(e->netns_pool)) {
+			pthread_cond_wait(&e->netns_cond, &e->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&e->lock);
+		int fd = netns_make(e);
+		pthread_mutex_lock(&e->lock);
+		if (fd < 0) {
+			/* the exec path makes its own and reports the error */
+			pthread_mutex_unlock(&e->lock);
+			usleep(100000);
+			pthread_mutex_lock(&e->lock);
+			continue;
+		}
+		e->netns_pool[e->netns_n++] = fd;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+static int netns_take(struct bk_engine *e)
+{
+	int fd = -1;
+	pthread_mutex_lock(&e->lock);
+	if (e->netns_n > 0)
+		fd = e->netns_pool[--e->netns_n];
+	pthread_cond_signal(&e->netns_cond);
+	pthread_mutex_unlock(&e->lock);
+	return fd >= 0 ? fd : netns_make(e);
+}
+
 /* ---- engine ------------------------------------------------------------------ */
 
 int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t errlen)
@@ -137,8 +201,15 @@ int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t
 		return r;
 	}
 	e->self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+	e->self_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	pthread_cond_init(&e->netns_cond, NULL);
+	e->cap_last = 63;
+	_cleanup_free_ char *cl = NULL;
+	uint64_t v;
+	if (read_file_at(AT_FDCWD, "/proc/sys/kernel/cap_last_cap", 64, &cl, NULL) == 0 && (cl[strcspn(cl, "\n")] = '\0', parse_u64(cl, &v) == 0) && v < 64)
+		e->cap_last = (int)v;
 	e->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (e->self_pidns < 0 || e->devnull < 0) {
+	if (e->self_pidns < 0 || e->self_netns < 0 || e->devnull < 0) {
 		r = -errno;
 		snprintf(err, errlen, "cannot open /proc/self/ns/pid or /dev/null: %s", strerror(-r));
 		return r;
@@ -147,6 +218,20 @@ int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t
 	if (!e->slots)
 		return -ENOMEM;
 	e->nslots = MAX_SLOTS;
+	if (cfg->layer_netns) {
+		int fd = netns_make(e);
+		if (fd < 0) {
+			snprintf(err, errlen, "netns: cannot create a network namespace: %s", strerror(-fd));
+			return fd;
+		}
+		e->netns_pool[e->netns_n++] = fd;
+		r = pthread_create(&e->netns_thread, NULL, netns_filler, e);
+		if (r) {
+			snprintf(err, errlen, "cannot start the netns pool thread: %s", strerror(r));
+			return -r;
+		}
+		e->netns_thread_started = true;
+	}
 	if (cfg->layer_bpf) {
 		snprintf(e->keepalive, sizeof(e->keepalive), "%s/boxkite-keepalive", e->mounts.v2);
 		char ferr[400] = "";
@@ -166,8 +251,19 @@ int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t
 
 void bk_engine_fini(struct bk_engine *e)
 {
+	e->stop = 1;
+	if (e->netns_thread_started) {
+		pthread_mutex_lock(&e->lock);
+		pthread_cond_signal(&e->netns_cond);
+		pthread_mutex_unlock(&e->lock);
+		pthread_join(e->netns_thread, NULL);
+		e->netns_thread_started = false;
+	}
+	for (int i = 0; i < e->netns_n; i++)
+		close(e->netns_pool[i]);
+	e->netns_n = 0;
+	closep(&e->self_netns);
 	if (e->filter) {
-		e->stop = 1;
 		pthread_join(e->rb_thread, NULL);
 		bk_filter_close(e->filter);
 		e->filter = NULL;
@@ -177,6 +273,7 @@ void bk_engine_fini(struct bk_engine *e)
 	free(e->slots);
 	e->slots = NULL;
 	pthread_mutex_destroy(&e->lock);
+	pthread_cond_destroy(&e->netns_cond);
 }
 
 void bk_exec_result_free(struct bk_exec_result *r)
@@ -203,6 +300,8 @@ struct child_args {
 	int pidfd;                /* sandbox container init */
 	int pids_procs, mem_procs;
 	bool fresh_netns;
+	int netns_fd;
+	int cap_last;
 	const char *fault;
 	uid_t uid;
 	gid_t gid;
@@ -236,12 +335,16 @@ static int write0(int fd)
 
 static int drop_privileges(const struct child_args *a)
 {
-	for (int cap = 0; cap <= 63; cap++)
+	for (int cap = 0; cap <= a->cap_last; cap++)
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
 			return -errno;
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
 		return -errno;
-	if (setgroups(0, NULL) < 0 || setresgid(a->gid, a->gid, a->gid) < 0 || setresuid(a->uid, a->uid, a->uid) < 0)
+	/* Raw syscalls, not glibc's: in a clone3() child of a multi-threaded
+	 * process glibc would broadcast the id change to threads that do not
+	 * exist here (and wait for them). */
+	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0 ||
+	    syscall(SYS_setresuid, a->uid, a->uid, a->uid) < 0)
 		return -errno;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
@@ -276,13 +379,13 @@ static _Noreturn void child_main(const struct child_args *a)
 	if (a->mem_procs >= 0 && write0(a->mem_procs) < 0)
 		child_fail(a, "cgroup", "cannot join the v1 memory cgroup", errno);
 
-	/* 3. network: a fresh namespace has only lo, which we bring up */
+	/* 3. network: a fresh namespace (made by the agent, never used, lo up)
+	 * must hold nothing but lo */
 	if (a->fresh_netns) {
 		if (fault_is(a, "netns"))
 			child_fail(a, "netns", "injected fault: netns setup refused", EPERM);
-		int r = bk_netns_lo_up();
-		if (r < 0)
-			child_fail(a, "netns", "cannot bring lo up in the exec network namespace", -r);
+		if (setns(a->netns_fd, CLONE_NEWNET) < 0)
+			child_fail(a, "netns", "cannot enter the exec network namespace", errno);
 	} else if (setns(a->pidfd, CLONE_NEWNET) < 0) {
 		child_fail(a, "netns", "cannot join the pod network namespace", errno);
 	}
@@ -421,7 +524,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	struct bk_filter_att att = { .attached = false };
 	for (int i = 0; i < BK_NPROGS; i++)
 		att.link_fd[i] = -1;
-	int pidfd = -1, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, info_p[2] = { -1, -1 };
+	int pidfd = -1, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, info_p[2] = { -1, -1 }, netns_fd = -1;
 	bool slotted = false;
 	size_t ocap = 0, ecap = 0;
 
@@ -443,6 +546,8 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	res->pids_max = cg.pids_max;
 	res->memory_max = cg.memory_max;
 
+	uint64_t tp = now_ns();
+	res->t_us[0] = (uint32_t)((tp - t0) / 1000);
 	/* 2. BPF */
 	if (e->filter) {
 		if (streq(c->fault, "bpf")) {
@@ -464,16 +569,26 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 			slotted = true;
 	}
 
+	res->t_us[1] = (uint32_t)((now_ns() - tp) / 1000);
+	tp = now_ns();
 	/* 3 + 4: spawn */
 	if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 || pipe2(info_p, O_CLOEXEC) < 0) {
 		r = R_FAIL("exec", -errno, "cannot create pipes: %s", strerror(errno));
 		goto out;
 	}
+	if (c->layer_netns) {
+		netns_fd = netns_take(e);
+		if (netns_fd < 0) {
+			r = R_FAIL("netns", netns_fd, "cannot create the exec network namespace: %s", strerror(-netns_fd));
+			netns_fd = -1;
+			goto out;
+		}
+	}
 	char *argv[] = { "sh", "-c", (char *)req->command, NULL };
 	struct child_args ca = {
 		.info_fd = info_p[1], .out_fd = out_p[1], .err_fd = err_p[1], .devnull = e->devnull,
 		.pidfd = pod->sandbox_pidfd, .pids_procs = cg.pids_procs_fd, .mem_procs = cg.mem_procs_fd,
-		.fresh_netns = c->layer_netns, .fault = c->fault[0] ? c->fault : NULL,
+		.fresh_netns = c->layer_netns, .netns_fd = netns_fd, .cap_last = e->cap_last, .fault = c->fault[0] ? c->fault : NULL,
 		.uid = pod->uid, .gid = pod->gid, .cwd = req->cwd ? req->cwd : "/workspace",
 		.argv = argv, .envp = req->env,
 	};
@@ -484,7 +599,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 		goto out;
 	}
 	struct clone_args args = {
-		.flags = CLONE_PIDFD | CLONE_INTO_CGROUP | (c->layer_netns ? CLONE_NEWNET : 0),
+		.flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
 		.pidfd = (uint64_t)(uintptr_t)&pidfd,
 		.exit_signal = SIGCHLD,
 		.cgroup = (uint64_t)cg.v2_fd,
@@ -500,7 +615,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 		abort();
 	}
 	if (pid < 0) {
-		r = R_FAIL(c->layer_netns ? "netns" : "cgroup", -clone_errno, "clone3 into the exec cgroup failed: %s",
+		r = R_FAIL("cgroup", -clone_errno, "clone3 into the exec cgroup failed: %s",
 			   strerror(clone_errno));
 		goto out;
 	}
@@ -541,6 +656,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 			   last.err ? strerror(last.err) : "");
 		goto out;
 	}
+	res->t_us[2] = (uint32_t)((now_ns() - tp) / 1000);
 	res->netns_inode = last.netns_ino;
 	res->n_ifaces = last.n_if < BK_MAX_IFACES ? last.n_if : BK_MAX_IFACES;
 	memcpy(res->ifaces, last.ifaces, sizeof(res->ifaces));
@@ -627,7 +743,9 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	if (!res->err)
 		res->err = strdup("");
 	r = 0;
+	res->t_us[3] = (uint32_t)((now_ns() - tp) / 1000);
 out:
+	tp = now_ns();
 	if (cg.v2[0]) {
 		int kr = bk_exec_cg_kill(&cg, 5000);
 		if (kr < 0)
@@ -646,9 +764,11 @@ out:
 		bk_exec_cg_destroy(&cg);
 	}
 	closep(&pidfd);
+	closep(&netns_fd);
 	closep(&out_p[0]); closep(&out_p[1]);
 	closep(&err_p[0]); closep(&err_p[1]);
 	closep(&info_p[0]); closep(&info_p[1]);
+	res->t_us[4] = (uint32_t)((now_ns() - tp) / 1000);
 	res->duration_ms = (double)(now_ns() - t0) / 1e6;
 	return r;
 }

@@ -64,55 +64,74 @@ char *bk_utf8_sanitize(const char *in, size_t n, size_t *outlen)
 
 static const char RED[] = "[REDACTED]";
 
+/* Hide every byte that lies in any occurrence of any secret, overlapping
+ * occurrences and overlaps between secrets included, then replace each
+ * maximal run of hidden bytes with one marker. Replacing secret by secret
+ * instead leaked bytes: with "hunter" and "hunter2password" as secrets,
+ * "hunter2password" became "[REDACTED]2password", and the tail check no
+ * longer saw a secret whose prefix an earlier secret had replaced. */
 char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecrets, int tail_partial)
 {
+	size_t n = *len;
+	if (n == 0)
+		return buf;
+	unsigned char *hide = calloc(n, 1);
+	if (!hide) {
+		free(buf);
+		return NULL;
+	}
+	bool any = false;
 	for (size_t s = 0; s < nsecrets; s++) {
 		const char *sec = secrets[s];
 		size_t sl = sec ? strlen(sec) : 0;
 		if (sl == 0)
 			continue;
-		/* count to size the new buffer */
-		size_t count = 0;
-		for (char *p = memmem(buf, *len, sec, sl); p; p = memmem(p + sl, *len - (size_t)(p + sl - buf), sec, sl))
-			count++;
-		if (count) {
-			size_t nl = *len - count * sl + count * (sizeof(RED) - 1);
-			char *nb = malloc(nl + 1);
-			if (!nb) {
-				free(buf);
-				return NULL;
-			}
-			size_t i = 0, o = 0;
-			while (i < *len) {
-				if (*len - i >= sl && memcmp(buf + i, sec, sl) == 0) {
-					memcpy(nb + o, RED, sizeof(RED) - 1);
-					o += sizeof(RED) - 1;
-					i += sl;
-				} else
-					nb[o++] = buf[i++];
-			}
-			nb[o] = '\0';
-			free(buf);
-			buf = nb;
-			*len = o;
+		size_t upto = 0; /* hide[] is set below this offset already */
+		for (char *p = memmem(buf, n, sec, sl); p; p = memmem(p + 1, n - (size_t)(p + 1 - buf), sec, sl)) {
+			size_t at = (size_t)(p - buf);
+			size_t from = at > upto ? at : upto;
+			memset(hide + from, 1, at + sl - from);
+			upto = at + sl;
+			any = true;
+			if (upto == n)
+				break;
 		}
 		if (tail_partial) {
 			/* the longest proper prefix of the secret that ends the buffer */
-			for (size_t k = sl - 1; k > 0; k--) {
-				if (k <= *len && memcmp(buf + *len - k, sec, k) == 0) {
-					*len -= k;
-					char *nb = realloc(buf, *len + sizeof(RED));
-					if (!nb) {
-						free(buf);
-						return NULL;
-					}
-					buf = nb;
-					memcpy(buf + *len, RED, sizeof(RED));
-					*len += sizeof(RED) - 1;
+			for (size_t k = (sl - 1 < n ? sl - 1 : n); k > 0; k--) {
+				if (memcmp(buf + n - k, sec, k) == 0) {
+					memset(hide + n - k, 1, k);
+					any = true;
 					break;
 				}
 			}
 		}
 	}
-	return buf;
+	if (!any) {
+		free(hide);
+		return buf;
+	}
+	size_t nl = 0;
+	for (size_t i = 0; i < n; i++)
+		nl += !hide[i] ? 1 : (i == 0 || !hide[i - 1]) ? sizeof(RED) - 1 : 0;
+	char *nb = malloc(nl + 1);
+	if (!nb) {
+		free(hide);
+		free(buf);
+		return NULL;
+	}
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!hide[i])
+			nb[o++] = buf[i];
+		else if (i == 0 || !hide[i - 1]) {
+			memcpy(nb + o, RED, sizeof(RED) - 1);
+			o += sizeof(RED) - 1;
+		}
+	}
+	nb[o] = '\0';
+	free(hide);
+	free(buf);
+	*len = o;
+	return nb;
 }

@@ -6,6 +6,7 @@
 #include "fuzz.h"
 #include "config.h"
 
+#include <cJSON.h>
 #include <errno.h>
 
 static void check_str(const char *s, size_t cap, const char *what, bool nonempty)
@@ -32,6 +33,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (e < 0) {
 		CHECK(err[0], "failed without an error message");
 	} else {
+		/* the whole text is one JSON value: nothing the parser ignored */
+		const char *end = NULL;
+		cJSON *v = cJSON_ParseWithLengthOpts(json, size, &end, false);
+		CHECK(v && cJSON_IsObject(v), "accepted a text that is not a JSON object");
+		cJSON_Delete(v);
+		while (end < json + size && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+			end++;
+		CHECK(end == json + size, "accepted %zu bytes of trailing text", (size_t)(json + size - end));
 		check_str(c.socket, sizeof(c.socket), "socket", true);
 		check_str(c.admin_socket, sizeof(c.admin_socket), "admin_socket", true);
 		check_str(c.state_dir, sizeof(c.state_dir), "state_dir", true);

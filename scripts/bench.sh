@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# make bench: exec latency and throughput, next to baselines measured in the
+# same run on the same machine (the machines are shared and noisy, so only
+# the ratios mean something).
+set -euo pipefail
+BK_BIN=${BK_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
+N=${BENCH_N:-1000}
+NRUNC=${BENCH_RUNC_N:-200}
+D=$(mktemp -d /run/boxkite-bench-XXXXXX); chmod 755 "$D"
+NAME=bench-$$
+AGENT_PID=
+cleanup() {
+	set +e
+	"$BK_BIN/boxkitectl" sandbox delete "$NAME" >/dev/null 2>&1
+	[ -n "$AGENT_PID" ] && kill -TERM "$AGENT_PID" && wait "$AGENT_PID"
+	rm -rf "$D"
+}
+trap cleanup EXIT
+"$BK_BIN/boxkite-agent" --socket "$D/agent.sock" --admin-socket "$D/admin.sock" --state-dir "$D/state" > "$D/agent.log" 2>&1 &
+AGENT_PID=$!
+for _ in $(seq 1 100); do [ -S "$D/admin.sock" ] && break; sleep 0.05; done
+"$BK_BIN/boxkitectl" sandbox create "$NAME" --agent-socket "$D/agent.sock" --shim-bin "$BK_BIN/boxkite-shim" > "$D/sb.json"
+SID=$(jq -r .sandbox_container_id "$D/sb.json")
+B=$BK_BIN/tests/bk-bench
+
+# warm up
+"$B" exec "$D/admin.sock" "$NAME" 50 1 >/dev/null
+"$B" spawn 50 /bin/sh -c true >/dev/null
+
+fork=$("$B" spawn "$N" /bin/sh -c true)
+unsh=$("$B" spawn "$N" unshare -n /bin/sh -c true)
+boxk=$("$B" exec "$D/admin.sock" "$NAME" "$N" 1)
+boxk2=$("$B" exec "$D/admin.sock" "$NAME" "$N" 2)
+runce=$("$B" spawn "$NRUNC" runc exec "$SID" /bin/sh -c true)
+
+row() { printf '%-44s %6s %10.1f %10.1f %9.1f %s\n' "$1" "$(jq .n <<<"$2")" "$(jq .p50_us <<<"$2")" "$(jq .p99_us <<<"$2")" "$(jq .per_sec <<<"$2")" "errors=$(jq .errors <<<"$2")"; }
+echo
+printf '%-44s %6s %10s %10s %9s\n' "exec of /bin/sh -c true" n p50_us p99_us per_sec
+row "host fork+exec+wait (baseline)" "$fork"
+row "unshare -n (fresh netns only)" "$unsh"
+row "boxkite admin exec, 1 client" "$boxk"
+row "boxkite admin exec, 2 clients" "$boxk2"
+row "runc exec into the same container" "$runce"
+echo
+p50() { jq .p50_us <<<"$1"; }
+r1=$(echo "$(p50 "$boxk") / $(p50 "$fork")" | bc -l)
+r2=$(echo "$(p50 "$runce") / $(p50 "$boxk")" | bc -l)
+tp=$(jq .per_sec <<<"$boxk2")
+verdict() { if [ "$(echo "$1" | bc -l)" = 1 ]; then echo met; else echo MISSED; fi; }
+printf 'boxkite p50 / fork+exec p50   = %5.2fx   (target <= 2.5x: %s)\n' "$r1" "$(verdict "$r1 <= 2.5")"
+printf 'runc exec p50 / boxkite p50   = %5.2fx   (target >= 10x: %s)\n' "$r2" "$(verdict "$r2 >= 10")"
+printf 'throughput, 2 clients         = %5.0f/s  (target >= 300/s: %s)\n' "$tp" "$(verdict "$tp >= 300")"
