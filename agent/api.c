@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "api.h"
+#include "files.h"
+#include "session.h"
 #include "log.h"
 #include "text.h"
 #include "util.h"
@@ -10,7 +12,7 @@
 #define MAX_SECRETS 64
 #define MAX_SECRET_BYTES (64u * 1024u)
 
-static char *respond(int status, cJSON *body)
+char *bk_api_respond(int status, cJSON *body)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "status", status);
@@ -30,7 +32,7 @@ char *bk_api_error(int status, const char *code, const char *fmt, ...)
 	cJSON *b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "detail", msg);
 	cJSON_AddStringToObject(b, "code", code);
-	return respond(status, b);
+	return bk_api_respond(status, b);
 }
 
 /* ---- exec ----------------------------------------------------------------- */
@@ -135,7 +137,15 @@ static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_resu
 		cJSON_AddStringToObject(p, "tag", r->progs[i].tag);
 		cJSON_AddItemToArray(bpf, p);
 	}
-	cJSON_AddStringToObject(iso, "policy", "deny-all");
+	cJSON_AddStringToObject(iso, "policy", r->policy);
+	cJSON_AddStringToObject(iso, "policy_digest", r->policy_digest);
+	cJSON *rules = cJSON_AddArrayToObject(iso, "policy_rules");
+	if (r->policy_rules) {
+		char *save = NULL, *txt = strdup(r->policy_rules);
+		for (char *l = txt ? strtok_r(txt, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
+			cJSON_AddItemToArray(rules, cJSON_CreateString(l));
+		free(txt);
+	}
 	cJSON_AddNumberToObject(iso, "pids_max", (double)r->pids_max);
 	cJSON_AddNumberToObject(iso, "memory_max", (double)r->memory_max);
 	cJSON_AddBoolToObject(iso, "landlock", false);
@@ -161,7 +171,7 @@ static cJSON *out_string(char *raw, size_t len, const struct exec_args *ea, bool
 	return s;
 }
 
-static char *do_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
+char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
 {
 	struct exec_args ea;
 	char *err = parse_exec(&a->cfg, args, &ea);
@@ -182,8 +192,17 @@ static char *do_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *
 			envp[ne++] = owned[i];
 	}
 	envp[ne] = NULL;
+	char perr[256] = "";
+	const struct bk_profile *prof = bk_policy_select(&a->cfg.policy, pod->pod_namespace, pod->pod_name,
+							 pod->policy_annotation, perr, sizeof(perr));
+	if (!prof) {
+		for (size_t i = 0; i < ea.nsecrets; i++)
+			free(owned[i]);
+		return bk_api_error(403, "unknown_profile", "%s; the command did not run", perr);
+	}
 	struct bk_exec_req req = {
 		.command = ea.command, .timeout_s = ea.timeout, .cwd = ea.cwd, .env = envp, .out_cap = a->cfg.output_cap,
+		.profile = prof,
 	};
 	struct bk_exec_result *res = calloc(1, sizeof(*res));
 	if (!res)
@@ -215,12 +234,13 @@ static char *do_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *
 		cJSON_AddStringToObject(b, "detail", d);
 		cJSON_AddStringToObject(b, "code", "isolation_failed");
 		cJSON_AddStringToObject(b, "layer", res->layer);
-		out = respond(503, b);
+		out = bk_api_respond(503, b);
 	} else {
 		__atomic_add_fetch(&a->execs_ok, 1, __ATOMIC_RELAXED);
 		cJSON_AddStringToObject(audit, "outcome", res->timed_out ? "timeout" : "completed");
 		cJSON_AddNumberToObject(audit, "exit_code", res->exit_code);
 		cJSON_AddStringToObject(audit, "netns", res->fresh_netns ? "fresh" : "pod");
+		cJSON_AddStringToObject(audit, "policy", res->policy);
 		cJSON_AddBoolToObject(audit, "bpf", res->n_progs == BK_NPROGS);
 		cJSON_AddNumberToObject(audit, "denied", (double)res->denied_total);
 		bk_log_obj("info", "exec", audit);
@@ -260,7 +280,7 @@ static char *do_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *
 			bk_log_obj("info", "denied", al);
 		}
 		cJSON_AddNumberToObject(b, "denied_total", (double)res->denied_total);
-		out = respond(200, b);
+		out = bk_api_respond(200, b);
 	}
 	bk_exec_result_free(res);
 	free(res);
@@ -278,6 +298,29 @@ static cJSON *identity_json(const struct bk_pod *p)
 	cJSON_AddStringToObject(b, "sandbox_container_id", p->sandbox.id);
 	cJSON_AddNumberToObject(b, "sandbox_uid", p->uid);
 	return b;
+}
+
+/* Operations on one sandbox pod: the shim's own (identity from the kernel)
+ * or, on the admin socket, the one named by "sandbox". */
+static bool is_pod_op(const char *o)
+{
+	return streq(o, "exec") || streq(o, "identity") || streq(o, "configure") || streq(o, "tool_call") ||
+	       bk_files_is_op(o);
+}
+
+static char *pod_op(struct bk_agent *a, const struct bk_pod *p, const char *o, const cJSON *args)
+{
+	if (streq(o, "exec"))
+		return bk_api_exec(a, p, args);
+	if (streq(o, "identity"))
+		return bk_api_respond(200, identity_json(p));
+	if (streq(o, "configure"))
+		return bk_session_configure(a, p, args);
+	if (streq(o, "tool_call"))
+		return bk_tool_call(a, p, args);
+	if (bk_files_is_op(o))
+		return bk_files_op(a, p, o, args);
+	return bk_api_error(404, "unknown_op", "unknown operation");
 }
 
 char *bk_api_handle(struct bk_agent *a, enum bk_caller_kind kind, const struct bk_pod *caller, const char *req,
@@ -310,20 +353,18 @@ char *bk_api_handle(struct bk_agent *a, enum bk_caller_kind kind, const struct b
 	if (streq(o, "ping")) {
 		cJSON *b = cJSON_CreateObject();
 		cJSON_AddStringToObject(b, "status", "ok");
-		out = respond(200, b);
-	} else if (kind == BK_CALLER_SHIM && (streq(o, "exec") || streq(o, "identity"))) {
+		out = bk_api_respond(200, b);
+	} else if (kind == BK_CALLER_SHIM && is_pod_op(o)) {
 		/* the sandbox is re-resolved for every exec: containers restart */
 		struct bk_pod p = *caller;
 		p.sandbox_pidfd = -1;
 		char err[512] = "";
 		if (bk_pod_open_sandbox(&a->cfg, &p, err, sizeof(err)) < 0)
 			out = bk_api_error(503, "sandbox_unavailable", "%s", err);
-		else if (streq(o, "identity"))
-			out = respond(200, identity_json(&p));
 		else
-			out = do_exec(a, &p, args);
+			out = pod_op(a, &p, o, args);
 		bk_pod_release(&p);
-	} else if (kind == BK_CALLER_ADMIN && (streq(o, "exec") || streq(o, "identity"))) {
+	} else if (kind == BK_CALLER_ADMIN && is_pod_op(o)) {
 		const cJSON *name = cJSON_GetObjectItemCaseSensitive(args, "sandbox");
 		if (!cJSON_IsString(name)) {
 			out = bk_api_error(400, "bad_request", "\"sandbox\" must name a sandbox pod");
@@ -332,10 +373,8 @@ char *bk_api_handle(struct bk_agent *a, enum bk_caller_kind kind, const struct b
 			char err[512] = "";
 			if (bk_pod_by_name(&a->cfg, name->valuestring, &p, err, sizeof(err)) < 0)
 				out = bk_api_error(404, "no_such_sandbox", "%s", err);
-			else if (streq(o, "identity"))
-				out = respond(200, identity_json(&p));
 			else
-				out = do_exec(a, &p, args);
+				out = pod_op(a, &p, o, args);
 			bk_pod_release(&p);
 		}
 	} else if (kind == BK_CALLER_ADMIN && streq(o, "status")) {
@@ -353,8 +392,10 @@ char *bk_api_handle(struct bk_agent *a, enum bk_caller_kind kind, const struct b
 		if (a->engine.filter) {
 			cJSON_AddNumberToObject(b, "denied_total", (double)bk_filter_stat(a->engine.filter, BK_S_DENIED));
 			cJSON_AddNumberToObject(b, "events_lost", (double)bk_filter_stat(a->engine.filter, BK_S_EVENTS_LOST));
+			cJSON_AddNumberToObject(b, "events_suppressed",
+						(double)bk_filter_stat(a->engine.filter, BK_S_EVENTS_SUPPRESSED));
 		}
-		out = respond(200, b);
+		out = bk_api_respond(200, b);
 	} else {
 		/* default: reject anything unknown (bubblewrap's privileged-op rule) */
 		out = bk_api_error(404, "unknown_op", "unknown operation \"%.64s\"", o);

@@ -22,6 +22,7 @@ void bk_config_defaults(struct bk_config *c)
 	c->output_cap = 1u << 20;
 	c->layer_netns = true;
 	c->layer_bpf = true;
+	bk_policy_defaults(&c->policy);
 }
 
 #define C_ERR(...) (snprintf(err, errlen, __VA_ARGS__), -EINVAL)
@@ -94,7 +95,8 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	int r;
 	static const char *const top[] = { "socket", "admin_socket", "state_dir", "bpffs", "metrics",
 					   "runtime_roots", "sandbox_container", "shim_container", "exec",
-					   "layers", "testing", NULL };
+					   "layers", "testing", "profiles", "deny_cidrs", "default_profile",
+					   "profile_selectors", NULL };
 	static const char *const exec_keys[] = { "pids_max", "memory_max", "timeout_default", "timeout_max",
 						 "output_cap", NULL };
 	static const char *const layer_keys[] = { "netns", "bpf", NULL };
@@ -167,6 +169,8 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 			goto out;
 		}
 	}
+	if ((r = bk_policy_parse(&c->policy, root, err, errlen)) < 0)
+		goto out;
 	if (!c->layer_bpf && !c->allow_unsafe) {
 		r = C_ERR("config: the BPF layer can only be turned off together with testing.allow_unsafe");
 		goto out;

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "policy.h"
+
 #define BK_MAX_ROOTS 4
 
 struct bk_config {
@@ -27,6 +29,7 @@ struct bk_config {
 	bool layer_bpf;           /* BPF egress filters; false only with testing.allow_unsafe */
 	bool allow_unsafe;        /* testing switch: permits turning the BPF layer off */
 	char fault[32];           /* testing: inject a failure at "cgroup", "bpf", "netns", "setns" */
+	struct bk_policy_set policy; /* egress profiles */
 };
 
 void bk_config_defaults(struct bk_config *c);

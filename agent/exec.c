@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/openat2.h>
+#include <openssl/evp.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
@@ -240,6 +242,11 @@ int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t
 			snprintf(err, errlen, "bpf: %s", ferr);
 			return r;
 		}
+		r = bk_filter_load_policy(e->filter, &cfg->policy, ferr, sizeof(ferr));
+		if (r < 0) {
+			snprintf(err, errlen, "bpf: %s", ferr);
+			return r;
+		}
 		r = pthread_create(&e->rb_thread, NULL, rb_main, e);
 		if (r) {
 			snprintf(err, errlen, "cannot start the ring buffer thread: %s", strerror(r));
@@ -280,7 +287,99 @@ void bk_exec_result_free(struct bk_exec_result *r)
 {
 	free(r->out);
 	free(r->err);
-	r->out = r->err = NULL;
+	free(r->policy_rules);
+	r->out = r->err = r->policy_rules = NULL;
+}
+
+/* ---- policy inputs of one exec ----------------------------------------------------- */
+
+static int add_local(struct bk_filter_att *att, const unsigned char *a16, uint32_t kind)
+{
+	for (int i = 0; i < att->n_locals; i++)
+		if (!memcmp(att->locals[i].addr, a16, 16))
+			return 0;
+	if (att->n_locals == BK_MAX_LOCALS)
+		return -E2BIG;
+	memcpy(att->locals[att->n_locals].addr, a16, 16);
+	att->locals[att->n_locals].kind = kind;
+	att->n_locals++;
+	return 0;
+}
+
+/* The pod's own addresses (denied to an exec that shares its netns). */
+static int pod_addrs(struct bk_engine *e, const struct bk_pod *pod, struct bk_filter_att *att)
+{
+	if (setns(pod->sandbox_pidfd, CLONE_NEWNET) < 0)
+		return -errno;
+	unsigned char a[BK_MAX_LOCALS][16];
+	int n = bk_netns_addrs(a, BK_MAX_LOCALS);
+	if (setns(e->self_netns, CLONE_NEWNET) < 0) {
+		log_error("netns_restore", "cannot return to the agent's network namespace: %s", strerror(errno));
+		abort();
+	}
+	for (int i = 0; i < n; i++)
+		add_local(att, a[i], BK_LOCAL_SELF);
+	return n < 0 ? n : 0;
+}
+
+/* The pod's resolvers, from the sandbox container's own resolv.conf,
+ * resolved beneath its root (a symlink there cannot point us elsewhere). */
+static int pod_resolvers(const struct bk_pod *pod, struct bk_filter_att *att)
+{
+	char root[64];
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)pod->sandbox.init_pid);
+	_cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return -errno;
+	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+	_cleanup_close_ int fd = (int)syscall(SYS_openat2, rfd, "etc/resolv.conf", &how, sizeof(how));
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	char buf[8192];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	char *save = NULL;
+	for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char addr[64];
+		if (sscanf(l, " nameserver %63s", addr) != 1)
+			continue;
+		unsigned char a16[16] = { 0 };
+		if (inet_pton(AF_INET, addr, a16 + 12) == 1) {
+			a16[10] = a16[11] = 0xff;
+		} else if (inet_pton(AF_INET6, addr, a16) != 1)
+			continue;
+		add_local(att, a16, BK_LOCAL_RESOLVER);
+	}
+	return 0;
+}
+
+static void policy_receipt(const struct bk_config *c, const struct bk_profile *p, const struct bk_filter_att *att,
+			   struct bk_exec_result *res)
+{
+	size_t cap = 16384;
+	char *txt = malloc(cap);
+	if (!txt)
+		return;
+	int n = bk_policy_canon(&c->policy, p, txt, cap);
+	size_t off = n > 0 ? (size_t)n : 0;
+	for (int i = 0; i < att->n_locals; i++) {
+		char a[INET6_ADDRSTRLEN];
+		const unsigned char *x = att->locals[i].addr;
+		bool v4 = !memcmp(x, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12);
+		inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? x + 12 : x, a, sizeof(a));
+		int w = snprintf(txt + off, cap - off, "%s %s\n", att->locals[i].kind == BK_LOCAL_SELF ? "self" : "resolver", a);
+		if (w > 0 && (size_t)w < cap - off)
+			off += (size_t)w;
+	}
+	unsigned char md[32];
+	unsigned int ml = 0;
+	EVP_Digest(txt, off, md, &ml, EVP_sha256(), NULL);
+	for (int i = 0; i < 32; i++)
+		snprintf(res->policy_digest + 2 * i, 3, "%02x", md[i]);
+	snprintf(res->policy, sizeof(res->policy), "%s", p->name);
+	res->policy_rules = txt;
 }
 
 /* ---- the child ----------------------------------------------------------------- */
@@ -510,7 +609,9 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	int r;
 	memset(res, 0, sizeof(*res));
 	new_exec_id(res->exec_id, sizeof(res->exec_id));
-	res->fresh_netns = c->layer_netns;
+	const struct bk_profile *prof = req->profile;
+	bool fresh = c->layer_netns && prof->fresh_netns;
+	res->fresh_netns = fresh;
 	res->uid = pod->uid;
 	res->gid = pod->gid;
 	if (pod->uid == 0)
@@ -554,8 +655,21 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 			r = R_FAIL("bpf", -EPERM, "injected fault: BPF attach refused");
 			goto out;
 		}
-		uint32_t flags = c->layer_netns ? BK_POL_ALLOW_LOOPBACK : 0;
-		r = bk_filter_attach(e->filter, cg.v2_fd, cg.id, res->exec_id, flags, &att, cerr, sizeof(cerr));
+		struct bk_policy pol = {
+			.flags = (fresh ? BK_POL_ALLOW_LOOPBACK : 0) | (prof->icmp ? BK_POL_ALLOW_ICMP : 0) |
+				 (prof->dns ? BK_POL_ALLOW_DNS : 0),
+			.profile = prof->id,
+		};
+		if (!fresh && (r = pod_addrs(e, pod, &att)) < 0) {
+			r = R_FAIL("bpf", r, "cannot read the pod's own addresses: %s", strerror(-r));
+			goto out;
+		}
+		if (prof->dns && (r = pod_resolvers(pod, &att)) < 0) {
+			r = R_FAIL("bpf", r, "cannot read the pod's resolvers: %s", strerror(-r));
+			goto out;
+		}
+		policy_receipt(c, prof, &att, res);
+		r = bk_filter_attach(e->filter, cg.v2_fd, cg.id, res->exec_id, pol, &att, cerr, sizeof(cerr));
 		if (r < 0) {
 			r = R_FAIL("bpf", r, "%s", cerr);
 			goto out;
@@ -576,7 +690,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 		r = R_FAIL("exec", -errno, "cannot create pipes: %s", strerror(errno));
 		goto out;
 	}
-	if (c->layer_netns) {
+	if (fresh) {
 		netns_fd = netns_take(e);
 		if (netns_fd < 0) {
 			r = R_FAIL("netns", netns_fd, "cannot create the exec network namespace: %s", strerror(-netns_fd));
@@ -588,7 +702,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	struct child_args ca = {
 		.info_fd = info_p[1], .out_fd = out_p[1], .err_fd = err_p[1], .devnull = e->devnull,
 		.pidfd = pod->sandbox_pidfd, .pids_procs = cg.pids_procs_fd, .mem_procs = cg.mem_procs_fd,
-		.fresh_netns = c->layer_netns, .netns_fd = netns_fd, .cap_last = e->cap_last, .fault = c->fault[0] ? c->fault : NULL,
+		.fresh_netns = fresh, .netns_fd = netns_fd, .cap_last = e->cap_last, .fault = c->fault[0] ? c->fault : NULL,
 		.uid = pod->uid, .gid = pod->gid, .cwd = req->cwd ? req->cwd : "/workspace",
 		.argv = argv, .envp = req->env,
 	};
@@ -754,6 +868,13 @@ out:
 	drain_events(e);
 	if (slotted)
 		slot_del(e, res);
+	if (e->filter && att.attached) {
+		uint64_t tot = bk_filter_denied(e->filter, att.cgid);
+		if (tot > res->denied_total)
+			res->denied_total = tot;
+	}
+	if (!res->policy[0])
+		snprintf(res->policy, sizeof(res->policy), "%s", prof->name);
 	if (e->filter)
 		bk_filter_detach(e->filter, &att);
 	if (cg.v2[0] || cg.pids[0] || cg.memory[0]) {

@@ -63,6 +63,7 @@ struct bk_exec_req {
 	const char *cwd;
 	char *const *env;             /* "K=V", NULL-terminated */
 	uint64_t out_cap;
+	const struct bk_profile *profile; /* egress profile (selected by the caller) */
 };
 
 struct bk_exec_result {
@@ -86,6 +87,9 @@ struct bk_exec_result {
 	int n_progs;
 	struct bk_prog_desc progs[BK_NPROGS];
 	uint32_t uid, gid;
+	char policy[64];
+	char policy_digest[65];
+	char *policy_rules;           /* canonical text of every rule in force */
 	/* denials seen during the exec */
 	struct bk_denial denied[BK_DENIED_MAX];
 	int n_denied;

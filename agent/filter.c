@@ -46,6 +46,14 @@ const char *bk_reason_name(uint32_t reason)
 	case BK_R_ICMP: return "icmp";
 	case BK_R_LOOPBACK: return "loopback";
 	case BK_R_EGRESS: return "egress_backstop";
+	case BK_R_METADATA: return "metadata";
+	case BK_R_LINK_LOCAL: return "link_local";
+	case BK_R_PRIVATE: return "private";
+	case BK_R_CLUSTER: return "cluster";
+	case BK_R_POD_SELF: return "pod_self";
+	case BK_R_DNS: return "dns";
+	case BK_R_NOT_ALLOWED: return "not_allowed";
+	case BK_R_SPECIAL: return "special";
 	default: return "unknown";
 	}
 }
@@ -72,7 +80,9 @@ static void unpin_all(const char *bpffs)
 {
 	char p[600];
 	static const char *const names[] = { "bk_sock_create", "bk_connect4", "bk_connect6", "bk_sendmsg4",
-					     "bk_sendmsg6", "bk_egress", "bk_policy", "bk_events", "bk_stats" };
+					     "bk_sendmsg6",    "bk_egress",   "bk_policy",   "bk_events",
+					     "bk_stats",       "bk_allow4",   "bk_allow6",   "bk_deny4",
+					     "bk_deny6",       "bk_local",    "bk_rate" };
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		snprintf(p, sizeof(p), "%s/%s", bpffs, names[i]);
 		unlink(p);
@@ -155,7 +165,9 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, struct bk_filter
 		for (int k = 0; k < 8; k++)
 			snprintf(f->progs[i].tag + 2 * k, 3, "%02x", info.tag[k]);
 	}
-	struct bpf_map *maps[] = { f->skel->maps.bk_policy, f->skel->maps.bk_events, f->skel->maps.bk_stats };
+	struct bpf_map *maps[] = { f->skel->maps.bk_policy, f->skel->maps.bk_events, f->skel->maps.bk_stats,
+				   f->skel->maps.bk_allow4, f->skel->maps.bk_allow6, f->skel->maps.bk_deny4,
+				   f->skel->maps.bk_deny6,  f->skel->maps.bk_local,  f->skel->maps.bk_rate };
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
 		snprintf(p, sizeof(p), "%s/%s", bpffs, bpf_map__name(maps[i]));
 		r = bpf_map__pin(maps[i], p);
@@ -215,15 +227,94 @@ void bk_filter_close(struct bk_filter *f)
 
 const struct bk_prog_desc *bk_filter_progs(const struct bk_filter *f) { return f->progs; }
 
-int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *exec_id, uint32_t flags,
+static void lpm_key(const struct bk_cidr *c, uint32_t profile, void *key)
+{
+	if (c->family == 4) {
+		struct bk_lpm4 *k = key;
+		memset(k, 0, sizeof(*k));
+		k->prefixlen = 32u + c->plen;
+		k->profile = profile;
+		memcpy(k->addr, c->addr, 4);
+	} else {
+		struct bk_lpm6 *k = key;
+		memset(k, 0, sizeof(*k));
+		k->prefixlen = 32u + c->plen;
+		k->profile = profile;
+		memcpy(k->addr, c->addr, 16);
+	}
+}
+
+int bk_filter_load_policy(struct bk_filter *f, const struct bk_policy_set *ps, char *err, size_t errlen)
+{
+	for (int i = 0; i < ps->n; i++) {
+		const struct bk_profile *p = &ps->prof[i];
+		struct bk_deny_entry d[64];
+		int n = bk_policy_deny_set(ps, p, d, 64);
+		if (n < 0) {
+			F_ERR("profile %s: deny set too large", p->name);
+			return n;
+		}
+		for (int k = 0; k < n; k++) {
+			struct bk_lpm6 key; /* large enough for both */
+			struct bk_deny v = { .reason = d[k].reason };
+			lpm_key(&d[k].c, p->id, &key);
+			int fd = bpf_map__fd(d[k].c.family == 4 ? f->skel->maps.bk_deny4 : f->skel->maps.bk_deny6);
+			if (bpf_map_update_elem(fd, &key, &v, BPF_ANY)) {
+				F_ERR("profile %s: cannot write a deny rule: %s", p->name, strerror(errno));
+				return -errno;
+			}
+		}
+		/* A more specific allow prefix also carries the ports of every
+		 * allow rule that contains it: LPM returns one entry only. */
+		for (int k = 0; k < p->n_allow; k++) {
+			const struct bk_allow_rule *r = &p->allow[k];
+			struct bk_ports v;
+			memset(&v, 0, sizeof(v));
+			for (int q = 0; q < p->n_allow; q++) {
+				if (!bk_cidr_contains(&p->allow[q].c, &r->c))
+					continue;
+				if (v.n == BK_PORT_RANGES) {
+					F_ERR("profile %s: more than %d port ranges apply to one prefix", p->name,
+					      BK_PORT_RANGES);
+					return -E2BIG;
+				}
+				v.r[v.n].lo = p->allow[q].lo;
+				v.r[v.n].hi = p->allow[q].hi;
+				v.r[v.n].protos = p->allow[q].protos;
+				v.n++;
+			}
+			struct bk_lpm6 key;
+			lpm_key(&r->c, p->id, &key);
+			int fd = bpf_map__fd(r->c.family == 4 ? f->skel->maps.bk_allow4 : f->skel->maps.bk_allow6);
+			if (bpf_map_update_elem(fd, &key, &v, BPF_ANY)) {
+				F_ERR("profile %s: cannot write an allow rule: %s", p->name, strerror(errno));
+				return -errno;
+			}
+		}
+	}
+	return 0;
+}
+
+int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *exec_id, struct bk_policy pol,
 		     struct bk_filter_att *att, char *err, size_t errlen)
 {
-	memset(att, 0, sizeof(*att));
 	for (int i = 0; i < BK_NPROGS; i++)
 		att->link_fd[i] = -1;
 	att->cgid = cgid;
-	struct bk_policy pol = { .flags = flags, .profile = 0 };
-	int r = bpf_map_update_elem(bpf_map__fd(f->skel->maps.bk_policy), &cgid, &pol, BPF_ANY);
+	att->pin_dir[0] = '\0';
+	int r;
+	/* a previous cgroup with this id (ids are not reused, but be exact) */
+	bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_rate), &cgid);
+	for (int i = 0; i < att->n_locals; i++) {
+		struct bk_local_key k = { .cgroup_id = cgid };
+		memcpy(k.addr, att->locals[i].addr, 16);
+		if (bpf_map_update_elem(bpf_map__fd(f->skel->maps.bk_local), &k, &att->locals[i].kind, BPF_ANY)) {
+			r = -errno;
+			F_ERR("cannot write the exec's address entries: %s", strerror(-r));
+			return r;
+		}
+	}
+	r = bpf_map_update_elem(bpf_map__fd(f->skel->maps.bk_policy), &cgid, &pol, BPF_ANY);
 	if (r) {
 		r = -errno;
 		F_ERR("cannot write the policy entry for cgroup %llu: %s", (unsigned long long)cgid, strerror(-r));
@@ -258,6 +349,14 @@ int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *
 	return 0;
 }
 
+uint64_t bk_filter_denied(struct bk_filter *f, uint64_t cgid)
+{
+	struct bk_rate r;
+	if (bpf_map_lookup_elem(bpf_map__fd(f->skel->maps.bk_rate), &cgid, &r))
+		return 0;
+	return r.total;
+}
+
 void bk_filter_detach(struct bk_filter *f, struct bk_filter_att *att)
 {
 	for (int i = 0; i < BK_NPROGS; i++) {
@@ -273,8 +372,15 @@ void bk_filter_detach(struct bk_filter *f, struct bk_filter_att *att)
 	if (att->pin_dir[0])
 		rmdir(att->pin_dir);
 	att->pin_dir[0] = '\0';
-	if (att->attached)
+	if (att->attached) {
 		bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_policy), &att->cgid);
+		bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_rate), &att->cgid);
+		for (int i = 0; i < att->n_locals; i++) {
+			struct bk_local_key k = { .cgroup_id = att->cgid };
+			memcpy(k.addr, att->locals[i].addr, 16);
+			bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_local), &k);
+		}
+	}
 	att->attached = false;
 }
 

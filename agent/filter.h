@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "bk_shared.h"
+#include "policy.h"
 
 #define BK_NPROGS 6
 
@@ -20,8 +21,17 @@ struct bk_prog_desc {
 
 struct bk_filter;
 
+#define BK_MAX_LOCALS 16
+
+struct bk_local_addr {
+	uint8_t addr[16]; /* IPv4 as ::ffff:a.b.c.d */
+	uint32_t kind;    /* BK_LOCAL_SELF / BK_LOCAL_RESOLVER */
+};
+
 struct bk_filter_att {
 	uint64_t cgid;
+	int n_locals;
+	struct bk_local_addr locals[BK_MAX_LOCALS];
 	int link_fd[BK_NPROGS];
 	char pin_dir[512];
 	bool attached;
@@ -33,8 +43,13 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, struct bk_filter
 void bk_filter_close(struct bk_filter *f);
 /* Policy entry first, then the links: no instant where an attached
  * program finds no policy is possible, and a missing entry denies anyway. */
-int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *exec_id, uint32_t flags,
+/* Write every profile's allow and deny rules into the LPM maps. */
+int bk_filter_load_policy(struct bk_filter *f, const struct bk_policy_set *ps, char *err, size_t errlen);
+/* att->locals/n_locals must be filled by the caller before. */
+int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *exec_id, struct bk_policy pol,
 		     struct bk_filter_att *att, char *err, size_t errlen);
+/* Denials of one exec cgroup so far (also those not sent as events). */
+uint64_t bk_filter_denied(struct bk_filter *f, uint64_t cgid);
 void bk_filter_detach(struct bk_filter *f, struct bk_filter_att *att);
 const struct bk_prog_desc *bk_filter_progs(const struct bk_filter *f);
 /* Ring buffer of denials: poll fd and consume. */

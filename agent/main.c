@@ -205,6 +205,16 @@ int main(int argc, char **argv)
 		bk_engine_fini(&agent.engine);
 		return 1;
 	}
+	for (int i = 0; i < c->policy.n; i++)
+		for (int k = 0; k < c->policy.prof[i].n_over; k++) {
+			char cidr[64];
+			bk_cidr_format(&c->policy.prof[i].overrides[k], cidr, sizeof(cidr));
+			cJSON *f = cJSON_CreateObject();
+			cJSON_AddStringToObject(f, "profile", c->policy.prof[i].name);
+			cJSON_AddStringToObject(f, "cidr", cidr);
+			cJSON_AddStringToObject(f, "msg", "operator override: this deny-set entry is not denied for this profile");
+			bk_log_obj("warn", "deny_override", f);
+		}
 	if (!c->layer_netns || !c->layer_bpf)
 		log_warn("layer_disabled", "UNSAFE: layers turned off by configuration: netns=%s bpf=%s",
 			 c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off");

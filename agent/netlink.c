@@ -4,6 +4,7 @@
 
 #include <libmnl/libmnl.h>
 #include <linux/if.h>
+#include <linux/if_addr.h>
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -111,6 +112,74 @@ int bk_netns_list(char names[][IFNAMSIZ], int max)
 		if (n < 0)
 			return -errno;
 		r = mnl_cb_run(rbuf, (size_t)n, seq, 0, link_cb, &c);
+		if (r < 0)
+			return -errno;
+		if (r == MNL_CB_STOP)
+			break;
+	}
+	return c.count;
+}
+
+struct addr_ctx {
+	unsigned char (*addrs)[16];
+	int max;
+	int count;
+};
+
+static int addr_attr_cb(const struct nlattr *a, void *data)
+{
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(a);
+	if ((type == IFA_ADDRESS || type == IFA_LOCAL) && type <= IFA_MAX)
+		tb[type] = a;
+	return MNL_CB_OK;
+}
+
+static int addr_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct addr_ctx *c = data;
+	const struct ifaddrmsg *ifa = mnl_nlmsg_get_payload(nlh);
+	const struct nlattr *tb[IFA_MAX + 1] = { 0 };
+	mnl_attr_parse(nlh, sizeof(*ifa), addr_attr_cb, tb);
+	const struct nlattr *a = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
+	if (!a || c->count >= c->max)
+		return MNL_CB_OK;
+	unsigned char *out = c->addrs[c->count];
+	memset(out, 0, 16);
+	if (ifa->ifa_family == AF_INET && mnl_attr_get_payload_len(a) == 4) {
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, mnl_attr_get_payload(a), 4);
+		c->count++;
+	} else if (ifa->ifa_family == AF_INET6 && mnl_attr_get_payload_len(a) == 16) {
+		memcpy(out, mnl_attr_get_payload(a), 16);
+		c->count++;
+	}
+	return MNL_CB_OK;
+}
+
+int bk_netns_addrs(unsigned char (*addrs)[16], int max)
+{
+	_cleanup_close_ int fd = nl_open();
+	if (fd < 0)
+		return fd;
+	char buf[512] __attribute__((aligned(8)));
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_GETADDR;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	uint32_t seq = (uint32_t)time(NULL) + 2;
+	nlh->nlmsg_seq = seq;
+	struct rtgenmsg *rt = mnl_nlmsg_put_extra_header(nlh, sizeof(*rt));
+	rt->rtgen_family = AF_UNSPEC;
+	int r = nl_send(fd, nlh);
+	if (r < 0)
+		return r;
+	struct addr_ctx c = { .addrs = addrs, .max = max };
+	char rbuf[16384] __attribute__((aligned(8)));
+	for (;;) {
+		ssize_t n = recv(fd, rbuf, sizeof(rbuf), 0);
+		if (n < 0)
+			return -errno;
+		r = mnl_cb_run(rbuf, (size_t)n, seq, 0, addr_cb, &c);
 		if (r < 0)
 			return -errno;
 		if (r == MNL_CB_STOP)

@@ -12,3 +12,7 @@ int bk_netns_lo_up(void);
 /* List interface names of the current netns (at most max). Returns the
  * number of interfaces (which may exceed max) or -errno. */
 int bk_netns_list(char names[][IFNAMSIZ], int max);
+
+/* Every address configured in the current netns, IPv4 as ::ffff:a.b.c.d.
+ * Returns the count (at most max) or -errno. */
+int bk_netns_addrs(unsigned char (*addrs)[16], int max);

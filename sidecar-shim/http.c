@@ -74,6 +74,7 @@ struct req {
 	uint64_t discarded;
 	char *body;
 	size_t len, cap;
+	char peer[SHIM_ADDR_MAX];
 };
 
 static const char *method_label(const char *m)
@@ -303,6 +304,20 @@ static bool consume(struct shim *s, struct req *r, const char *data, size_t n)
 	return true;
 }
 
+static void client_peer(struct shim *s, struct MHD_Connection *c, char *buf, size_t size)
+{
+	if (s->tls) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci)
+			tls_peer_lookup(s, ci->connect_fd, buf, size);
+		else
+			snprintf(buf, size, "unknown");
+		return;
+	}
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	sockaddr_str(ci ? ci->client_addr : NULL, sizeof(struct sockaddr_storage), buf, size);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 			      const char *version, const char *upload_data, size_t *upload_data_size,
 			      void **con_cls)
@@ -315,6 +330,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 			return MHD_NO;
 		r->start = now_ns();
 		r->method = method_label(method);
+		client_peer(s, c, r->peer, sizeof(r->peer));
 		*con_cls = r;
 		atomic_fetch_add(&s->active, 1);
 		return first_call(s, c, r, url, method);
@@ -369,7 +385,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 	if (r->slot)
 		atomic_fetch_sub(&s->inflight, 1);
 	/* Only the fixed route name is logged: the URL is client-controlled. */
-	log_info("request", LS("method", r->method), LS("route", r->route ? r->route->path : "unknown"),
+	log_info("request", LS("peer", r->peer), LS("method", r->method),
+		 LS("route", r->route ? r->route->path : "unknown"),
 		 LI("status", r->status), LI("duration_ms", (now_ns() - r->start) / 1000000ull),
 		 LS("end", termination_name(toe)));
 	free(r->body);

@@ -104,6 +104,27 @@ void log_emit(enum log_level level, const char *msg, const struct log_field *fie
 
 /* libmicrohttpd's messages. Some quote the request URL (`...'); we drop the
  * quoted part: a URL path is client-controlled and could carry anything. */
+bool ratelimit_ok(struct ratelimit *rl, unsigned *suppressed)
+{
+	uint64_t sec = now_ns() / 1000000000ull;
+	bool ok;
+	pthread_mutex_lock(&rl->lock);
+	if (sec != rl->window) {
+		rl->window = sec;
+		rl->used = 0;
+	}
+	ok = rl->used < rl->burst;
+	if (ok) {
+		rl->used++;
+		*suppressed = rl->suppressed;
+		rl->suppressed = 0;
+	} else {
+		rl->suppressed++;
+	}
+	pthread_mutex_unlock(&rl->lock);
+	return ok;
+}
+
 /* In TLS mode MHD's sockets are AF_UNIX socketpairs, on which libmicrohttpd
  * 0.9.75 still tries TCP_NODELAY/TCP_CORK for every response and logs the
  * failure (EOPNOTSUPP). Harmless there (no Nagle on AF_UNIX): debug level. */
@@ -127,7 +148,14 @@ void log_mhd(void *cls, const char *fmt, va_list ap)
 	size_t n = strlen(buf);
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		buf[--n] = '\0';
-	log_at(s && s->tls && mhd_socketpair_noise(buf) ? LOG_DEBUG : LOG_WARN, "libmicrohttpd", LS("detail", buf));
+	if (s && s->tls && mhd_socketpair_noise(buf)) {
+		log_debug("libmicrohttpd", LS("detail", buf));
+		return;
+	}
+	static struct ratelimit rl = RATELIMIT_INIT(10);
+	unsigned dropped;
+	if (ratelimit_ok(&rl, &dropped))
+		log_warn("libmicrohttpd", LS("detail", buf), LI("suppressed", dropped));
 }
 
 const char *sockaddr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)

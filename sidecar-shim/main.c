@@ -226,11 +226,11 @@ static int open_listener(struct shim *s)
 		return -errno;
 	if (listen(fd, 128) < 0)
 		return -errno;
-	if (s->tls) {
-		int fl = fcntl(fd, F_GETFL);
-		if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-			return -errno;
-	}
+	/* Non-blocking for our acceptor and for MHD alike: a connection that
+	 * vanishes between poll() and accept() must not block the loop. */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
 	s->listen_fd = steal_fd(&fd);
 	return 0;
 }
@@ -255,12 +255,13 @@ int main(int argc, char **argv)
 
 	static struct shim s = { .listen_fd = -1, .stop_efd = -1 };
 	pthread_mutex_init(&s.mhd_lock, NULL);
+	pthread_mutex_init(&s.peers_lock, NULL);
 	const char *cert = NULL, *key = NULL;
 	if (load_config(&s, &cert, &key) < 0)
 		return 1;
 
 	int e = open_listener(&s);
-	char addr[80];
+	char addr[SHIM_ADDR_MAX];
 	sockaddr_str((struct sockaddr *)&s.listen_addr, s.listen_len, addr, sizeof(addr));
 	if (e < 0) {
 		log_error("cannot listen", LS("listen", addr), LS("error", strerror(-e)));

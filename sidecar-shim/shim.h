@@ -19,6 +19,7 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -41,6 +42,7 @@
  * A 1 MB header is refused by MHD (431) instead of being buffered. */
 #define SHIM_CONN_MEMORY_LIMIT (64u * 1024u)
 #define SHIM_THREAD_STACK (1024u * 1024u)
+#define SHIM_ADDR_MAX 64 /* "[IPv6]:port" with room to spare */
 
 /* ---- log.c ----------------------------------------------------------- */
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
@@ -65,9 +67,21 @@ void log_emit(enum log_level level, const char *msg, const struct log_field *fie
 #define log_info(msg, ...) log_at(LOG_INFO, msg, __VA_ARGS__)
 #define log_warn(msg, ...) log_at(LOG_WARN, msg, __VA_ARGS__)
 #define log_error(msg, ...) log_at(LOG_ERROR, msg, __VA_ARGS__)
+/* At most `burst` lines per second from one call site; the next line
+ * allowed carries the number suppressed. For lines a client can trigger at
+ * will (failed handshakes, connection floods, MHD's protocol errors). */
+struct ratelimit {
+	pthread_mutex_t lock;
+	uint64_t window;
+	unsigned burst, used, suppressed;
+};
+#define RATELIMIT_INIT(b) { .lock = PTHREAD_MUTEX_INITIALIZER, .burst = (b) }
+/* True if a line may be written now; *suppressed gets the count dropped
+ * since the last line written. */
+bool ratelimit_ok(struct ratelimit *rl, unsigned *suppressed);
 /* libmicrohttpd's external logger. */
-void log_mhd(void *cls, const char *fmt, va_list ap);
-/* "1.2.3.4:80" / "[::1]:80" into buf (>= 64 bytes). */
+_printf_(2, 0) void log_mhd(void *cls, const char *fmt, va_list ap);
+/* "1.2.3.4:80" / "[::1]:80" into buf (SHIM_ADDR_MAX bytes is enough). */
 const char *sockaddr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);
 
 /* ---- agent.c --------------------------------------------------------- */
@@ -130,6 +144,16 @@ struct shim {
 	atomic_uint tls_threads;
 	pthread_mutex_t mhd_lock; /* MHD_add_connection vs. MHD_stop_daemon */
 	bool mhd_stopping;
+	/* MHD only sees a socketpair in TLS mode; this maps MHD's end of it
+	 * to the TCP peer, for the per-request log line. */
+	pthread_mutex_t peers_lock;
+	struct peer_entry *peers; /* max_connections entries */
+};
+
+struct peer_entry {
+	int fd; /* MHD's end of the socketpair; -1 = free */
+	const void *owner;
+	char addr[SHIM_ADDR_MAX];
 };
 
 int http_start(struct shim *s);
@@ -143,3 +167,5 @@ void tls_stop_accepting(struct shim *s);
 /* Wait (bounded) for the TLS connection threads to finish. */
 void tls_wait(struct shim *s, unsigned timeout_ms);
 void tls_done(struct shim *s);
+/* Peer address of the connection whose MHD-side socket is fd ("unknown"). */
+void tls_peer_lookup(struct shim *s, int fd, char *buf, size_t size);

@@ -99,7 +99,11 @@ int tls_init(struct shim *s, const char *cert_path, const char *key_path)
 		return -EINVAL;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, key_path, SSL_FILETYPE_PEM) != 1) {
-		log_error("cannot load the TLS key named by SIDECAR_TLS_KEY", LS("reason", ssl_reason()));
+		/* OpenSSL checks the key against the certificate while loading. */
+		if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH)
+			log_error("TLS key (SIDECAR_TLS_KEY) does not match the certificate (SIDECAR_TLS_CERT)");
+		else
+			log_error("cannot load the TLS key named by SIDECAR_TLS_KEY", LS("reason", ssl_reason()));
 		SSL_CTX_free(ctx);
 		return -EINVAL;
 	}
@@ -110,11 +114,66 @@ int tls_init(struct shim *s, const char *cert_path, const char *key_path)
 	}
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
 	ERR_clear_error();
+	s->peers = calloc(s->max_connections, sizeof(*s->peers));
+	if (!s->peers) {
+		SSL_CTX_free(ctx);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < s->max_connections; i++)
+		s->peers[i].fd = -1;
 	s->ssl_ctx = ctx;
 	s->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->stop_efd < 0)
 		return -errno;
 	return 0;
+}
+
+/* fd numbers are reused: MHD closes its end of a socketpair before our
+ * thread notices and unregisters, and the number may already belong to a
+ * newer connection. So registering replaces any entry with the same fd,
+ * and unregistering only removes our own entry. */
+static void peer_register(struct shim *s, int fd, const void *owner, const char *addr)
+{
+	pthread_mutex_lock(&s->peers_lock);
+	struct peer_entry *slot = NULL;
+	for (unsigned i = 0; i < s->max_connections; i++) {
+		if (s->peers[i].fd == fd || (!slot && s->peers[i].fd < 0)) {
+			slot = &s->peers[i];
+			if (s->peers[i].fd == fd)
+				break;
+		}
+	}
+	if (slot) {
+		slot->fd = fd;
+		slot->owner = owner;
+		snprintf(slot->addr, sizeof(slot->addr), "%s", addr);
+	}
+	pthread_mutex_unlock(&s->peers_lock);
+}
+
+static void peer_unregister(struct shim *s, const void *owner)
+{
+	pthread_mutex_lock(&s->peers_lock);
+	for (unsigned i = 0; i < s->max_connections; i++)
+		if (s->peers[i].owner == owner && s->peers[i].fd >= 0) {
+			s->peers[i].fd = -1;
+			s->peers[i].owner = NULL;
+		}
+	pthread_mutex_unlock(&s->peers_lock);
+}
+
+void tls_peer_lookup(struct shim *s, int fd, char *buf, size_t size)
+{
+	snprintf(buf, size, "unknown");
+	if (!s->peers)
+		return;
+	pthread_mutex_lock(&s->peers_lock);
+	for (unsigned i = 0; i < s->max_connections; i++)
+		if (s->peers[i].fd == fd) {
+			snprintf(buf, size, "%s", s->peers[i].addr);
+			break;
+		}
+	pthread_mutex_unlock(&s->peers_lock);
 }
 
 static int set_nonblock(int fd)
@@ -197,7 +256,8 @@ static void linger(int tcp, bool client_eof)
  * client goes away, or the client stops reading for conn_timeout. */
 static void pump(struct shim *s, SSL *ssl, int tcp, int app)
 {
-	_cleanup_free_ char *c2s = malloc(PUMP_BUF), *s2c = malloc(PUMP_BUF);
+	_cleanup_free_ char *c2s = malloc(PUMP_BUF);
+	_cleanup_free_ char *s2c = malloc(PUMP_BUF);
 	if (!c2s || !s2c)
 		return;
 	size_t c2s_len = 0, c2s_off = 0, s2c_len = 0, s2c_off = 0;
@@ -330,7 +390,7 @@ static void *conn_main(void *arg)
 	struct shim *s = cn->s;
 	_cleanup_close_ int fd = cn->fd;
 	_cleanup_close_ int app = -1;
-	char peer[80];
+	char peer[SHIM_ADDR_MAX];
 	sockaddr_str((struct sockaddr *)&cn->peer, cn->peer_len, peer, sizeof(peer));
 
 	SSL *ssl = SSL_new(s->ssl_ctx);
@@ -342,8 +402,14 @@ static void *conn_main(void *arg)
 	if (e < 0) {
 		/* Plaintext HTTP, wrong version, scanners, slow clients: the
 		 * connection is closed without a single HTTP byte. */
-		log_info("tls handshake failed", LS("peer", peer),
-			 LS("reason", e == -ETIMEDOUT ? "timeout" : e == -EPROTO ? ssl_reason() : strerror(-e)));
+		static struct ratelimit rl = RATELIMIT_INIT(10);
+		unsigned dropped;
+		if (ratelimit_ok(&rl, &dropped))
+			log_info("tls handshake failed", LS("peer", peer),
+				 LS("reason", e == -ETIMEDOUT ? "timeout"
+					      : e == -EPROTO ? ssl_reason()
+							     : strerror(-e)),
+				 LI("suppressed", dropped));
 		goto out;
 	}
 	int sp[2];
@@ -363,18 +429,23 @@ static void *conn_main(void *arg)
 	 * peer's address is logged here instead. */
 	static const struct sockaddr_un unix_peer = { .sun_family = AF_UNIX };
 	enum MHD_Result ok = MHD_NO;
-	if (!s->mhd_stopping)
+	if (!s->mhd_stopping) {
+		peer_register(s, sp[1], cn, peer);
 		ok = MHD_add_connection(s->mhd, sp[1], (const struct sockaddr *)&unix_peer,
 					(socklen_t)sizeof(sa_family_t));
-	else
+	} else {
 		close(sp[1]);
+	}
 	pthread_mutex_unlock(&s->mhd_lock);
 	if (ok != MHD_YES) {
 		log_warn("connection refused by the HTTP layer", LS("peer", peer));
 		goto out;
 	}
+	uint64_t t0 = now_ns();
 	pump(s, ssl, fd, app);
+	log_debug("tls connection closed", LS("peer", peer), LI("duration_ms", (now_ns() - t0) / 1000000ull));
 out:
+	peer_unregister(s, cn);
 	ERR_clear_error();
 	if (ssl)
 		SSL_free(ssl);
@@ -413,14 +484,22 @@ static void *acceptor_main(void *arg)
 			int err = errno;
 			free(cn);
 			if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-				log_warn("accept failed; backing off", LS("error", strerror(err)));
+				static struct ratelimit rl = RATELIMIT_INIT(1);
+				unsigned dropped;
+				if (ratelimit_ok(&rl, &dropped))
+					log_warn("accept failed; backing off", LS("error", strerror(err)),
+						 LI("suppressed", dropped));
 				usleep(100000);
 			}
 			continue;
 		}
 		if (atomic_fetch_add(&s->tls_threads, 1) >= s->max_connections) {
 			atomic_fetch_sub(&s->tls_threads, 1);
-			log_warn("connection limit reached; closing a new connection", LI("limit", s->max_connections));
+			static struct ratelimit rl = RATELIMIT_INIT(1);
+			unsigned dropped;
+			if (ratelimit_ok(&rl, &dropped))
+				log_warn("connection limit reached; closing new connections", LI("limit", s->max_connections),
+					 LI("suppressed", dropped));
 			close(cn->fd);
 			free(cn);
 			continue;
@@ -490,5 +569,9 @@ void tls_done(struct shim *s)
 	if (s->stop_efd >= 0) {
 		close(s->stop_efd);
 		s->stop_efd = -1;
+	}
+	if (s->peers && atomic_load(&s->tls_threads) == 0) {
+		free(s->peers);
+		s->peers = NULL;
 	}
 }

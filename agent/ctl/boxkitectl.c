@@ -15,7 +15,7 @@ static const char *admin_socket = "/run/boxkite/admin.sock";
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: boxkitectl [--admin-socket PATH] COMMAND ...\n"
-		   "  sandbox create NAME [--policy P] [--agent-socket PATH] [--shim-bin PATH]\n"
+		   "  sandbox create NAME [--policy P] [--dns ADDR] [--agent-socket PATH] [--shim-bin PATH]\n"
 		   "  sandbox delete NAME\n"
 		   "  sandbox list\n"
 		   "  exec NAME [--timeout S] [--json] -- CMD [ARG...]\n"
@@ -245,6 +245,8 @@ static int cmd_sandbox(int argc, char **argv)
 	for (int i = 2; i < argc; i++) {
 		if (streq(argv[i], "--policy") && i + 1 < argc)
 			o.policy = argv[++i];
+		else if (streq(argv[i], "--dns") && i + 1 < argc)
+			o.dns = argv[++i];
 		else if (streq(argv[i], "--agent-socket") && i + 1 < argc)
 			o.agent_socket = argv[++i];
 		else if (streq(argv[i], "--shim-bin") && i + 1 < argc)

@@ -269,6 +269,8 @@ static int write_config(const struct pod *pd, const char *which, const struct lo
 	cJSON_AddItemToArray(mounts, mount("/etc/passwd", "bind", p, "bind,ro"));
 	snprintf(p, sizeof(p), "%s/group", pd->dir);
 	cJSON_AddItemToArray(mounts, mount("/etc/group", "bind", p, "bind,ro"));
+	snprintf(p, sizeof(p), "%s/resolv.conf", pd->dir);
+	cJSON_AddItemToArray(mounts, mount("/etc/resolv.conf", "bind", p, "bind,ro"));
 	cJSON_AddItemToArray(mounts, mount("/tmp", "tmpfs", "tmpfs", "nosuid,nodev,mode=1777,size=256m"));
 	if (shim) {
 		cJSON_AddItemToArray(mounts, mount("/opt/boxkite/boxkite-shim", "bind", o->shim_bin, "bind,ro"));
@@ -605,6 +607,13 @@ int local_create(const char *name, const struct local_opts *o)
 		goto fail;
 	snprintf(tp, sizeof(tp), "%s/group", pd.dir);
 	if (write_text(tp, "root:x:0:\nsandbox:x:1000:\nshim:x:65532:\n", 0644, 0) < 0)
+		goto fail;
+	/* like kubelet: the pod's resolv.conf names the cluster DNS service */
+	snprintf(tp, sizeof(tp), "%s/resolv.conf", pd.dir);
+	char rc[256];
+	snprintf(rc, sizeof(rc), "nameserver %s\nsearch %s.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
+		 o->dns ? o->dns : "10.96.0.10", POD_NS);
+	if (write_text(tp, rc, 0644, 0) < 0)
 		goto fail;
 
 	/* containers: sandbox first (the agent's target), then the shim */

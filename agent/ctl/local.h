@@ -10,6 +10,7 @@ struct local_opts {
 	const char *agent_socket; /* host path of the agent socket */
 	const char *shim_bin;     /* host path of boxkite-shim */
 	const char *runc_root;    /* runc --root, default /run/runc */
+	const char *dns;          /* nameserver for the pod's resolv.conf (default 10.96.0.10) */
 };
 
 int local_create(const char *name, const struct local_opts *o);

@@ -1,36 +1,93 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0) */
-/* One header shared by the BPF object and the agent: map value layouts,
+/* One header shared by the BPF object and the agent: map key/value layouts,
  * event records, policy flags and the stable denial reason codes. */
 #ifndef BK_SHARED_H
 #define BK_SHARED_H
 
-#ifdef __BPF__
 #include <linux/types.h>
-#else
-#include <linux/types.h>
-#endif
 
 #define BK_MAX_EXECS 16384
+#define BK_MAX_RULES 4096
+#define BK_PORT_RANGES 16
+#define BK_EVENTS_PER_SEC 64 /* per exec cgroup; the rest are counted, not sent */
 
 /* bk_policy value flags */
 #define BK_POL_ALLOW_LOOPBACK (1u << 0) /* only set when the exec has its own netns */
 #define BK_POL_ALLOW_ICMP     (1u << 1)
-#define BK_POL_AUDIT_ONLY     (1u << 31) /* never set by the agent; reserved */
+#define BK_POL_ALLOW_DNS      (1u << 2) /* port 53 to the pod's resolvers (bk_local) */
 
 struct bk_policy {
 	__u32 flags;
-	__u32 profile; /* index of the egress profile (0 = deny-all) */
+	__u32 profile; /* profile id: selects rules in the LPM maps (0 = none) */
+};
+
+/* LPM keys: the profile id is always matched whole (prefixlen counts its
+ * 32 bits plus the CIDR's bits). */
+struct bk_lpm4 {
+	__u32 prefixlen;
+	__u32 profile;
+	__u8 addr[4];
+};
+struct bk_lpm6 {
+	__u32 prefixlen;
+	__u32 profile;
+	__u8 addr[16];
+};
+
+#define BK_PROTO_TCP  1
+#define BK_PROTO_UDP  2
+#define BK_PROTO_ICMP 4
+
+struct bk_port_range {
+	__u16 lo, hi;
+	__u8 protos; /* BK_PROTO_* mask */
+	__u8 pad[3];
+};
+
+/* allow map value: the ports open on this prefix (a more specific prefix
+ * carries the ranges of every allow rule that contains it) */
+struct bk_ports {
+	__u32 n;
+	struct bk_port_range r[BK_PORT_RANGES];
+};
+
+/* deny map value */
+struct bk_deny {
+	__u32 reason;
+};
+
+/* per-exec addresses: the pod's own (denied) and its resolvers (DNS) */
+struct bk_local_key {
+	__u64 cgroup_id;
+	__u8 addr[16]; /* IPv4 as ::ffff:a.b.c.d */
+};
+#define BK_LOCAL_SELF     1
+#define BK_LOCAL_RESOLVER 2
+
+struct bk_rate {
+	__u64 window_ns;
+	__u32 in_window;
+	__u32 pad;
+	__u64 total; /* every denial of this cgroup, sent or not */
 };
 
 /* Stable reason codes, shared with user space (JSON "reason"). */
 enum bk_reason {
 	BK_R_NONE = 0,
 	BK_R_NO_POLICY = 1,   /* cgroup has no policy entry: fail closed */
-	BK_R_DENY_ALL = 2,    /* profile allows nothing here */
+	BK_R_DENY_ALL = 2,    /* the profile allows nothing */
 	BK_R_RAW_SOCKET = 3,
 	BK_R_ICMP = 4,
 	BK_R_LOOPBACK = 5,
 	BK_R_EGRESS = 6,      /* backstop: a packet that bypassed the socket hooks */
+	BK_R_METADATA = 7,
+	BK_R_LINK_LOCAL = 8,
+	BK_R_PRIVATE = 9,
+	BK_R_CLUSTER = 10,    /* operator-configured node/cluster/service CIDRs */
+	BK_R_POD_SELF = 11,
+	BK_R_DNS = 12,        /* port 53 anywhere but the pod's resolvers */
+	BK_R_NOT_ALLOWED = 13,
+	BK_R_SPECIAL = 14,    /* multicast, broadcast, reserved */
 };
 
 enum bk_hook {
@@ -59,7 +116,8 @@ struct bk_event {
 /* bk_stats indices (per-CPU array) */
 enum bk_stat {
 	BK_S_DENIED = 0,
-	BK_S_EVENTS_LOST = 1,
+	BK_S_EVENTS_LOST = 1,      /* ring buffer full */
+	BK_S_EVENTS_SUPPRESSED = 2, /* over the per-cgroup rate */
 	BK_S_MAX = 4,
 };
 

@@ -62,16 +62,21 @@ static int parse_path(const char *path, struct bk_pod_ref *r)
 	if (r->layout == BK_LAYOUT_CGROUPFS)
 		CHECK(rl == strlen(r->container_id), "cgroupfs: last component \"%s\" is not the id \"%s\"", rest,
 		      r->container_id);
-	/* the pod level names the same pod, in either spelling */
+	/* the pod level names the same pod (each separator '-' or '_') */
 	const char *podc = strrchr(r->pod_path, '/');
 	podc = podc ? podc + 1 : r->pod_path;
-	char uidu[BK_UID_LEN + 1];
-	strcpy(uidu, r->pod_uid);
-	for (char *c = uidu; *c; c++)
-		if (*c == '-')
-			*c = '_';
-	CHECK(strcasestr(podc, r->pod_uid) || strcasestr(podc, uidu), "pod level \"%s\" does not name pod %s", podc,
-	      r->pod_uid);
+	bool named = false;
+	for (const char *w = podc; strlen(w) >= BK_UID_LEN && !named; w++) {
+		named = true;
+		for (size_t i = 0; i < BK_UID_LEN && named; i++) {
+			char a = w[i], b = r->pod_uid[i];
+			if (b == '-')
+				named = a == '-' || a == '_';
+			else
+				named = a == b || (a >= 'A' && a <= 'F' && a - 'A' + 'a' == b);
+		}
+	}
+	CHECK(named, "pod level \"%s\" does not name pod %s", podc, r->pod_uid);
 	/* the kubepods root sits right above the qos/pod levels */
 	CHECK(strstr(r->pod_path, "kubepods"), "pod_path \"%s\" without kubepods", r->pod_path);
 	free(norm);

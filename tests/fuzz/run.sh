@@ -9,6 +9,7 @@
 #
 #   FUZZ_SECONDS=60 tests/fuzz/run.sh            # every target
 #   FUZZ_TARGETS="text frame" tests/fuzz/run.sh  # some of them
+#   FUZZ_OUT=/tmp/fz tests/fuzz/run.sh           # another output dir
 #
 # Needs clang with compiler-rt (Debian: clang, libclang-rt-14-dev) and
 # libcjson-dev. Prints "ok - fuzz-<t>" / "not ok - fuzz-<t>: <why>" per
@@ -17,7 +18,7 @@ set -u
 
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
-OUT=$ROOT/build/fuzz
+OUT=${FUZZ_OUT:-$ROOT/build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 ALL_TARGETS="frame cgroup state text config mountinfo"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
@@ -41,7 +42,7 @@ srcs_of() {
 	frame) echo agent/lib/proto.c agent/lib/util.c ;;
 	cgroup | state) echo agent/identity.c agent/lib/util.c ;;
 	text) echo agent/text.c ;;
-	config) echo agent/config.c agent/lib/util.c ;;
+	config) echo agent/config.c agent/lib/util.c $(ls agent/policy.c 2>/dev/null) ;;
 	mountinfo) echo agent/cgroup.c agent/lib/util.c ;;
 	esac
 }

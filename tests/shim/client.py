@@ -9,9 +9,10 @@
   plain --port P
         send a plaintext HTTP request to a TLS port; prints the first bytes
         received (repr) and exits 0 only if none of them is an HTTP answer.
-  raw   --port P [--tls] --path PATH --header-hex HEX [--body STR]
+  raw   --port P [--tls] --path PATH [--header-hex HEX] [--header-file F] [--body STR]
         send one POST with exactly the given header bytes (hex, so NUL, CR
-        and tabs survive the shell); prints the status code or "none".
+        and tabs survive the shell; a file for a 1 MB header, which curl
+        refuses to send); prints the status code or "none".
 """
 import argparse
 import socket
@@ -79,9 +80,16 @@ def cmd_plain(a):
 def cmd_raw(a):
     s = connect(a.port, a.tls)
     body = a.body.encode()
+    hdr = bytes.fromhex(a.header_hex) if a.header_hex else b""
+    if a.header_file:
+        with open(a.header_file, "rb") as f:
+            hdr += f.read().rstrip(b"\n") + b"\r\n"
     req = (f"POST {a.path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(body)}\r\n".encode()
-           + bytes.fromhex(a.header_hex) + b"\r\n" + body)
-    s.sendall(req)
+           + hdr + b"\r\n" + body)
+    try:
+        s.sendall(req)
+    except OSError:
+        pass  # the server may answer and close before reading everything
     data, _ = read_until_close(s, 10)
     line = data.split(b"\r\n", 1)[0].split()
     print(line[1].decode() if len(line) > 1 and line[0].startswith(b"HTTP/") else "none")
@@ -103,7 +111,8 @@ def main():
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--tls", action="store_true")
     p.add_argument("--path", default="/exec")
-    p.add_argument("--header-hex", required=True)
+    p.add_argument("--header-hex", default="")
+    p.add_argument("--header-file", help="one more header line, read from a file (for huge headers)")
     p.add_argument("--body", default="{}")
     a = ap.parse_args()
     return {"slow": cmd_slow, "plain": cmd_plain, "raw": cmd_raw}[a.cmd](a)

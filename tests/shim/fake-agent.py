@@ -13,6 +13,7 @@ It answers every request and keeps, in --state DIR:
              never change it)
   pings      number of ping requests
   last.json  the last non-ping request, as received
+  ready      written once the socket is listening
 
 Test hooks, read from args["fake"] (the real agent has no such thing):
   sleep: seconds to wait before answering
@@ -162,6 +163,7 @@ def serve(conn, state):
 
 
 def main():
+    sys.setrecursionlimit(20000)  # deeply nested test bodies
     ap = argparse.ArgumentParser()
     ap.add_argument("--socket", required=True)
     ap.add_argument("--state", required=True)
@@ -174,6 +176,10 @@ def main():
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     srv.bind(a.socket)
     srv.listen(64)
+    # Tells the test the socket is live (the socket file alone may be a
+    # stale one left by a killed predecessor).
+    with open(os.path.join(a.state, "ready"), "w") as f:
+        f.write(f"{os.getpid()}\n")
 
     def stop(*_):
         try:

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Egress profiles: operator-owned (node config only), compiled into the BPF
+ * LPM maps at start. A deny set (metadata endpoints, link-local, private
+ * ranges, the operator's node/cluster/service CIDRs) overrides every allow
+ * rule unless a profile overrides one entry explicitly (logged). */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#define BK_MAX_PROFILES 16
+#define BK_MAX_ALLOW 64
+#define BK_MAX_OVERRIDES 16
+#define BK_MAX_EXTRA_DENY 32
+#define BK_MAX_SELECTORS 32
+
+struct bk_cidr {
+	uint8_t family; /* 4 or 6 */
+	uint8_t plen;
+	uint8_t addr[16]; /* v4 in the first 4 bytes, host bits cleared */
+};
+
+struct bk_allow_rule {
+	struct bk_cidr c;
+	uint16_t lo, hi;
+	uint8_t protos; /* BK_PROTO_* */
+};
+
+struct bk_profile {
+	char name[64];
+	uint32_t id;
+	bool fresh_netns; /* deny-all profiles run in their own netns */
+	bool dns;
+	bool icmp;
+	struct bk_allow_rule allow[BK_MAX_ALLOW];
+	int n_allow;
+	struct bk_cidr overrides[BK_MAX_OVERRIDES];
+	int n_over;
+};
+
+struct bk_selector {
+	char ns[128];
+	char pod[128]; /* fnmatch pattern */
+	char profile[64];
+};
+
+struct bk_policy_set {
+	struct bk_profile prof[BK_MAX_PROFILES];
+	int n;
+	struct bk_cidr extra_deny[BK_MAX_EXTRA_DENY]; /* node/cluster/service CIDRs */
+	int n_extra;
+	char default_profile[64];
+	struct bk_selector sel[BK_MAX_SELECTORS];
+	int n_sel;
+};
+
+struct bk_deny_entry {
+	struct bk_cidr c;
+	uint32_t reason;
+};
+
+int bk_cidr_parse(const char *s, struct bk_cidr *out);
+void bk_cidr_format(const struct bk_cidr *c, char *buf, size_t len);
+bool bk_cidr_contains(const struct bk_cidr *outer, const struct bk_cidr *inner);
+/* "80", "80,443", "8000-8100", "*" -> ranges; returns count or -EINVAL */
+int bk_ports_parse(const char *s, uint16_t (*ranges)[2], int max);
+
+/* Built-in profiles ("isolated", "internet"). */
+void bk_policy_defaults(struct bk_policy_set *ps);
+/* Parse "profiles", "deny_cidrs", "default_profile", "profile_selectors"
+ * from the config root (only the keys present). */
+int bk_policy_parse(struct bk_policy_set *ps, const cJSON *root, char *err, size_t errlen);
+/* The deny set of a profile (built-in + extra, minus its overrides). */
+int bk_policy_deny_set(const struct bk_policy_set *ps, const struct bk_profile *p, struct bk_deny_entry *out, int max);
+const struct bk_profile *bk_policy_find(const struct bk_policy_set *ps, const char *name);
+/* Selection: the annotation (if any) picks an existing profile; else the
+ * first selector matching namespace and pod name; else the default. NULL
+ * and err when the named profile does not exist. */
+const struct bk_profile *bk_policy_select(const struct bk_policy_set *ps, const char *ns, const char *pod,
+					  const char *annotation, char *err, size_t errlen);
+/* Canonical text of the rules in force (one rule per line). */
+int bk_policy_canon(const struct bk_policy_set *ps, const struct bk_profile *p, char *buf, size_t len);
