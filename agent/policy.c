@@ -89,7 +89,8 @@ int bk_ports_parse(const char *s, uint16_t (*ranges)[2], int max)
 		return 1;
 	}
 	char buf[256];
-	if (strlen(s) >= sizeof(buf) || !s[0])
+	size_t sl = strlen(s);
+	if (sl >= sizeof(buf) || !s[0] || s[0] == ',' || s[sl - 1] == ',' || strstr(s, ",,"))
 		return -EINVAL;
 	strcpy(buf, s);
 	int n = 0;

@@ -129,7 +129,9 @@ for i in $(seq 1 1000); do ctl exec ex1 -- true || fails=$((fails + 1)); done
 check "1000 sequential execs succeed" test "$fails" = 0
 sleep 0.5
 fds_after=$(ls /proc/$AGENT_PID/fd | wc -l)
-check "agent fds stable after 1000 execs ($fds_before -> $fds_after)" test "$fds_after" -le "$fds_before"
+# (up to 8 of them are the pool of prepared network namespaces, refilled
+# in the background; a leak would be hundreds)
+check "agent fds stable after 1000 execs ($fds_before -> $fds_after)" test "$fds_after" -le "$((fds_before + 8))"
 check "no exec cgroup left in any hierarchy" sh -c "! find /sys/fs/cgroup/*/kubepods -name 'boxkite-exec-*' 2>/dev/null | grep -q ."
 check "no exec link pins left" sh -c "! ls /sys/fs/bpf/boxkite | grep -q exec-"
 check "netns count back to baseline" test "$(lsns -t net -n | wc -l)" -le "$nets_before"

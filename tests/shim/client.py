@@ -13,8 +13,12 @@
         send one POST with exactly the given header bytes (hex, so NUL, CR
         and tabs survive the shell; a file for a 1 MB header, which curl
         refuses to send); prints the status code or "none".
+  load  --port P [--tls] --token T [--threads N] [--requests M]
+        N keep-alive clients, M requests each; every 200 must echo its own
+        request. Prints "ok=.. busy=.. bad=..", exits 1 on any bad answer.
 """
 import argparse
+import json
 import socket
 import ssl
 import sys
@@ -96,6 +100,54 @@ def cmd_raw(a):
     return 0
 
 
+def cmd_load(a):
+    """Many keep-alive clients at once; every answer must be the echo of
+    its own request (no cross-talk between agent connections)."""
+    import http.client
+    import threading
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    stats = {"ok": 0, "busy": 0, "bad": []}
+    lock = threading.Lock()
+
+    def worker(w):
+        conn = None
+        for i in range(a.requests):
+            if conn is None:
+                conn = (http.client.HTTPSConnection("127.0.0.1", a.port, context=ctx, timeout=30) if a.tls
+                        else http.client.HTTPConnection("127.0.0.1", a.port, timeout=30))
+            tag = f"{w}-{i}"
+            body = json.dumps({"tag": tag, "pad": "p" * (i * 997 % 20000)})
+            try:
+                conn.request("POST", "/exec", body, {"X-Sidecar-Auth-Token": a.token})
+                r = conn.getresponse()
+                data = r.read()
+                if r.getheader("Connection", "").lower() == "close":
+                    conn.close()
+                    conn = None
+            except Exception as e:  # noqa: BLE001
+                with lock:
+                    stats["bad"].append(f"{tag}: {e!r}")
+                conn = None
+                continue
+            with lock:
+                if r.status == 200 and json.loads(data)["args"] == json.loads(body):
+                    stats["ok"] += 1
+                elif r.status == 429:
+                    stats["busy"] += 1
+                else:
+                    stats["bad"].append(f"{tag}: {r.status} {data[:80]!r}")
+
+    ts = [threading.Thread(target=worker, args=(w,)) for w in range(a.threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print(f"ok={stats['ok']} busy={stats['busy']} bad={len(stats['bad'])} {'; '.join(stats['bad'][:3])}")
+    return 0 if not stats["bad"] else 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -114,8 +166,14 @@ def main():
     p.add_argument("--header-hex", default="")
     p.add_argument("--header-file", help="one more header line, read from a file (for huge headers)")
     p.add_argument("--body", default="{}")
+    p = sub.add_parser("load")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--tls", action="store_true")
+    p.add_argument("--token", required=True)
+    p.add_argument("--threads", type=int, default=16)
+    p.add_argument("--requests", type=int, default=20)
     a = ap.parse_args()
-    return {"slow": cmd_slow, "plain": cmd_plain, "raw": cmd_raw}[a.cmd](a)
+    return {"slow": cmd_slow, "plain": cmd_plain, "raw": cmd_raw, "load": cmd_load}[a.cmd](a)
 
 
 if __name__ == "__main__":

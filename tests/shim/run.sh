@@ -293,6 +293,25 @@ CODES=$(curl -sS -k --pinnedpubkey "$PIN" "${AUTH[@]}" -o /dev/null -o /dev/null
 	"$M/isolation" "$M/isolation" 2>/dev/null)
 if [ "$CODES" = "200:1 200:0 " ]; then ok "keep-alive: second request reuses the connection"; else notok "keep-alive" "got '$CODES'"; fi
 
+# ---- many clients at once ------------------------------------------------------
+P_LOAD=$(free_port)
+if start_shim LOAD "$P_LOAD" SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT="$T/pod.crt" \
+	SIDECAR_TLS_KEY="$T/pod.key" SIDECAR_MAX_CONCURRENT=8; then
+	C0=$(count)
+	out=$(python3 "$CLIENT" load --port "$P_LOAD" --tls --token "$TOKEN" --threads 16 --requests 25)
+	rc=$?
+	okn=$(sed -n 's/^ok=\([0-9]*\) .*/\1/p' <<<"$out")
+	if [ $rc = 0 ] && [ "$(count)" = $((C0 + okn)) ] && [ "$okn" -gt 0 ]; then
+		ok "16 keep-alive TLS clients x 25 requests, limit 8: every answer is its own echo, rest 429 ($out)"
+	else notok "concurrent clients" "rc $rc: $out; agent count +$(($(count) - C0))"; fi
+	threads=$(ls "/proc/$LOAD_PID/task" | wc -l)
+	sleep 0.5
+	kill -TERM "$LOAD_PID"
+	wait "$LOAD_PID"
+	rc=$?
+	[ $rc = 0 ] && ok "after the load: shim exits 0 on SIGTERM (had $threads threads)" || notok "load shim exit" "rc $rc"
+else notok "load shim" "did not start"; fi
+
 # ---- malformed agent answers ------------------------------------------------
 for mal in notjson nobody badstatus badframe; do
 	hc "$M/exec" "${AUTH[@]}" -d "{\"fake\":{\"malformed\":\"$mal\"}}"

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "bk_shared.h"
+#include "config.h"
+#include "policy.h"
+#include "util.h"
+
+static void cidrs(void **st)
+{
+	struct bk_cidr c, d;
+	char buf[64];
+	assert_int_equal(bk_cidr_parse("10.1.2.3/8", &c), 0);
+	bk_cidr_format(&c, buf, sizeof(buf));
+	assert_string_equal(buf, "10.0.0.0/8"); /* host bits cleared */
+	assert_int_equal(bk_cidr_parse("169.254.169.254", &c), 0);
+	assert_int_equal(c.plen, 32);
+	assert_int_equal(bk_cidr_parse("fd00:ec2::254/128", &c), 0);
+	assert_int_equal(c.family, 6);
+	assert_int_equal(bk_cidr_parse("::/0", &c), 0);
+	assert_int_equal(c.plen, 0);
+	static const char *bad[] = { "", "10.0.0.0/33", "1.2.3", "::/129", "x/8", "10.0.0.0/", "10.0.0.0/-1",
+				     "10.0.0.0/8/8", "300.1.1.1" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		assert_int_equal(bk_cidr_parse(bad[i], &c), -EINVAL);
+	bk_cidr_parse("10.0.0.0/8", &c);
+	bk_cidr_parse("10.96.0.1/32", &d);
+	assert_true(bk_cidr_contains(&c, &d));
+	assert_false(bk_cidr_contains(&d, &c));
+	bk_cidr_parse("11.0.0.0/8", &d);
+	assert_false(bk_cidr_contains(&c, &d));
+	bk_cidr_parse("::/0", &d);
+	assert_false(bk_cidr_contains(&d, &c)); /* families never mix */
+}
+
+static void ports(void **st)
+{
+	uint16_t r[4][2];
+	assert_int_equal(bk_ports_parse("80", r, 4), 1);
+	assert_int_equal(bk_ports_parse("80,443,8000-8100", r, 4), 3);
+	assert_int_equal(r[2][0], 8000);
+	assert_int_equal(r[2][1], 8100);
+	assert_int_equal(bk_ports_parse("*", r, 4), 1);
+	assert_int_equal(r[0][1], 65535);
+	static const char *bad[] = { "", "0", "65536", "90-80", "a", "1,2,3,4,5", "80-", "-80", "80,,81" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		assert_true(bk_ports_parse(bad[i], r, 4) < 0);
+}
+
+static int parse(struct bk_config *c, const char *json)
+{
+	char err[256] = "";
+	bk_config_defaults(c);
+	return bk_config_parse(c, json, strlen(json), err, sizeof(err));
+}
+
+static void profiles_and_selection(void **st)
+{
+	struct bk_config *c = calloc(1, sizeof(*c));
+	char err[256];
+	assert_int_equal(parse(c, "{\"deny_cidrs\":[\"10.96.0.0/12\"],\"profiles\":{\"web\":{\"allow\":[{\"cidr\":\"203.0.113.0/24\","
+				  "\"ports\":\"80,443\"}],\"deny_overrides\":[\"100.64.0.0/10\"]}},"
+				  "\"profile_selectors\":[{\"namespace\":\"team-*\",\"pod\":\"web-*\",\"profile\":\"web\"}]}"),
+			 0);
+	const struct bk_profile *p = bk_policy_select(&c->policy, "team-a", "web-1", "", err, sizeof(err));
+	assert_non_null(p);
+	assert_string_equal(p->name, "web");
+	assert_false(p->fresh_netns); /* it allows something: pod network */
+	assert_int_equal(p->n_allow, 2);
+	p = bk_policy_select(&c->policy, "other", "web-1", "", err, sizeof(err));
+	assert_string_equal(p->name, "isolated");
+	assert_true(p->fresh_netns);
+	/* the annotation picks an existing profile, never an unknown one */
+	p = bk_policy_select(&c->policy, "other", "x", "internet", err, sizeof(err));
+	assert_string_equal(p->name, "internet");
+	assert_null(bk_policy_select(&c->policy, "other", "x", "everything", err, sizeof(err)));
+	/* deny set: the override removes exactly that entry; the extra CIDR is in */
+	struct bk_deny_entry d[64];
+	const struct bk_profile *web = bk_policy_find(&c->policy, "web");
+	int n = bk_policy_deny_set(&c->policy, web, d, 64);
+	bool cgnat = false, cluster = false, metadata = false;
+	for (int i = 0; i < n; i++) {
+		char b[64];
+		bk_cidr_format(&d[i].c, b, sizeof(b));
+		cgnat |= streq(b, "100.64.0.0/10");
+		cluster |= streq(b, "10.96.0.0/12") && d[i].reason == BK_R_CLUSTER;
+		metadata |= streq(b, "169.254.169.254/32") && d[i].reason == BK_R_METADATA;
+	}
+	assert_false(cgnat);
+	assert_true(cluster);
+	assert_true(metadata);
+	/* canonical text: stable, and different per profile */
+	char a[8192], b2[8192];
+	assert_true(bk_policy_canon(&c->policy, web, a, sizeof(a)) > 0);
+	assert_true(bk_policy_canon(&c->policy, bk_policy_find(&c->policy, "internet"), b2, sizeof(b2)) > 0);
+	assert_string_not_equal(a, b2);
+	assert_non_null(strstr(a, "override 100.64.0.0/10"));
+	free(c);
+}
+
+static void profiles_refused(void **st)
+{
+	struct bk_config *c = calloc(1, sizeof(*c));
+	static const char *bad[] = {
+		"{\"profiles\":{\"x\":{\"allow\":[{\"cidr\":\"nope\",\"ports\":\"80\"}]}}}",
+		"{\"profiles\":{\"x\":{\"allow\":[{\"cidr\":\"1.2.3.0/24\",\"ports\":\"0\"}]}}}",
+		"{\"profiles\":{\"x\":{\"allow\":[{\"cidr\":\"1.2.3.0/24\",\"ports\":\"80\",\"proto\":\"sctp\"}]}}}",
+		/* an override must be an entry of the deny set, not a wildcard */
+		"{\"profiles\":{\"x\":{\"deny_overrides\":[\"0.0.0.0/0\"]}}}",
+		"{\"profiles\":{\"x\":{\"surprise\":1}}}",
+		"{\"profiles\":{\"Bad Name\":{}}}",
+		"{\"default_profile\":\"missing\"}",
+		"{\"profile_selectors\":[{\"namespace\":\"a\",\"profile\":\"missing\"}]}",
+		"{\"deny_cidrs\":[\"x\"]}",
+		"{\"profiles\":{\"x\":{\"netns\":\"host\"}}}",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		assert_int_equal(parse(c, bad[i]), -EINVAL);
+	free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(cidrs),
+		cmocka_unit_test(ports),
+		cmocka_unit_test(profiles_and_selection),
+		cmocka_unit_test(profiles_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
