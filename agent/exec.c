@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "exec.h"
+#include "recover.h"
 #include "log.h"
 #include "util.h"
 
@@ -235,7 +236,8 @@ int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t
 		e->netns_thread_started = true;
 	}
 	if (cfg->layer_bpf) {
-		snprintf(e->keepalive, sizeof(e->keepalive), "%s/boxkite-keepalive", e->mounts.v2);
+		const char *base = strrchr(cfg->bpffs, '/');
+		snprintf(e->keepalive, sizeof(e->keepalive), "%s/%s-keepalive", e->mounts.v2, base ? base + 1 : cfg->bpffs);
 		char ferr[400] = "";
 		r = bk_filter_open(cfg->bpffs, e->keepalive, &e->filter, ferr, sizeof(ferr));
 		if (r < 0) {
@@ -626,7 +628,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	for (int i = 0; i < BK_NPROGS; i++)
 		att.link_fd[i] = -1;
 	int pidfd = -1, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, info_p[2] = { -1, -1 }, netns_fd = -1;
-	bool slotted = false;
+	bool slotted = false, recorded = false;
 	size_t ocap = 0, ecap = 0;
 
 	if (streq(c->fault, "cgroup")) {
@@ -640,6 +642,13 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 		r = R_FAIL("cgroup", r, "%s", cerr);
 		goto out;
 	}
+	/* recorded before anything can run in it: a new agent finds it */
+	r = bk_exec_state_write(c, res->exec_id, &cg, pod);
+	if (r < 0) {
+		r = R_FAIL("cgroup", r, "cannot record the exec in the state directory %s: %s", c->state_dir, strerror(-r));
+		goto out;
+	}
+	recorded = true;
 	snprintf(res->cgroup, sizeof(res->cgroup), "%s", cg.v2);
 	snprintf(res->cgroup_pids, sizeof(res->cgroup_pids), "%s", cg.pids);
 	snprintf(res->cgroup_memory, sizeof(res->cgroup_memory), "%s", cg.memory);
@@ -877,13 +886,12 @@ out:
 		snprintf(res->policy, sizeof(res->policy), "%s", prof->name);
 	if (e->filter)
 		bk_filter_detach(e->filter, &att);
-	if (cg.v2[0] || cg.pids[0] || cg.memory[0]) {
-		int dr = bk_exec_cg_destroy(&cg);
-		if (dr < 0)
-			log_error("exec_cleanup", "exec %s: cannot remove its cgroups: %s", res->exec_id, strerror(-dr));
-	} else {
-		bk_exec_cg_destroy(&cg);
-	}
+	int dr = bk_exec_cg_destroy(&cg);
+	if (dr < 0)
+		log_error("exec_cleanup", "exec %s: cannot remove its cgroups (left for the next agent start): %s",
+			  res->exec_id, strerror(-dr));
+	else if (recorded)
+		bk_exec_state_remove(c, res->exec_id);
 	closep(&pidfd);
 	closep(&netns_fd);
 	closep(&out_p[0]); closep(&out_p[1]);

@@ -3,6 +3,7 @@
  * (shims; the caller's identity comes from the kernel) and the admin socket
  * (root only), and runs every exec in its own isolation context. */
 #include <fcntl.h>
+#include <stddef.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <poll.h>
@@ -14,6 +15,7 @@
 #include <sys/un.h>
 
 #include "api.h"
+#include "recover.h"
 #include "log.h"
 #include "proto.h"
 #include "util.h"
@@ -194,6 +196,16 @@ int main(int argc, char **argv)
 	int sfd = signalfd(-1, &ss, SFD_CLOEXEC);
 
 	agent.start_ns = now_ns();
+	/* One agent per set of pins: a second one would unpin and "recover"
+	 * the first one's live execs. An abstract socket is released by the
+	 * kernel when its owner dies, even by SIGKILL. */
+	int lock_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un la = { .sun_family = AF_UNIX };
+	int ll = snprintf(la.sun_path + 1, sizeof(la.sun_path) - 1, "boxkite-agent:%s", c->bpffs);
+	if (lock_fd < 0 || bind(lock_fd, (struct sockaddr *)&la, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + ll)) < 0) {
+		fprintf(stderr, "boxkite-agent: another boxkite-agent is running with pins in %s\n", c->bpffs);
+		return 1;
+	}
 	int r = mkdir_p(c->state_dir, 0700);
 	if (r < 0) {
 		fprintf(stderr, "boxkite-agent: cannot create state dir %s: %s\n", c->state_dir, strerror(-r));
@@ -215,6 +227,9 @@ int main(int argc, char **argv)
 			cJSON_AddStringToObject(f, "msg", "operator override: this deny-set entry is not denied for this profile");
 			bk_log_obj("warn", "deny_override", f);
 		}
+	int rec = bk_recover(&agent.engine);
+	if (rec > 0)
+		log_warn("recovery", "killed and removed %d exec(s) a previous agent left behind", rec);
 	if (!c->layer_netns || !c->layer_bpf)
 		log_warn("layer_disabled", "UNSAFE: layers turned off by configuration: netns=%s bpf=%s",
 			 c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off");

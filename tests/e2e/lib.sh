@@ -7,6 +7,8 @@ AGENT=$BK_BIN/boxkite-agent
 CTL=$BK_BIN/boxkitectl
 SHIM=$BK_BIN/boxkite-shim
 T=$(mktemp -d /run/bkt-XXXXXX)
+# pins of this test's agents (the node's default is /sys/fs/bpf/boxkite)
+BPFFS=/sys/fs/bpf/$(basename "$T")
 chmod 755 "$T"
 AGENT_PID=
 SANDBOXES=()
@@ -26,7 +28,7 @@ bk_start_agent() {
 	local cfg=${1:-'{}'}
 	echo "$cfg" > "$T/config.json"
 	"$AGENT" --config "$T/config.json" --socket "$T/agent.sock" --admin-socket "$T/admin.sock" \
-		--state-dir "$T/state" >> "$T/agent.log" 2>&1 &
+		--state-dir "$T/state" --bpffs "$BPFFS" >> "$T/agent.log" 2>&1 &
 	AGENT_PID=$!
 	for _ in $(seq 1 200); do
 		[ -S "$T/admin.sock" ] && return 0
@@ -74,11 +76,14 @@ bk_cleanup() {
 	bk_stop_agent >/dev/null 2>&1
 	for s in "${SANDBOXES[@]}"; do "$CTL" sandbox delete "$s" >/dev/null 2>&1; done
 	for n in "${NETNSES[@]}"; do ip netns del "$n" 2>/dev/null; done
+	# an agent killed on purpose leaves its pins and keepalive cgroup
+	rm -rf "$BPFFS" 2>/dev/null
+	rmdir "/sys/fs/cgroup/unified/$(basename "$BPFFS")-keepalive" 2>/dev/null
 	jobs -p | xargs -r kill 2>/dev/null
 	if [ "$FAIL" -gt 0 ] && [ -f "$T/agent.log" ]; then
 		echo "# agent log (tail):"; tail -20 "$T/agent.log" | sed 's/^/#   /'
 	fi
-	rm -rf "$T"
+	[ -n "${BK_KEEP:-}" ] && cp "$T/agent.log" /tmp/last-agent.log; rm -rf "$T"
 	echo "# $TEST_NAME: $PASS passed, $FAIL failed"
 	[ "$FAIL" -eq 0 ] && [ "$rc" -eq 0 ] || exit 1
 	exit 0

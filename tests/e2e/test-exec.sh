@@ -133,7 +133,7 @@ fds_after=$(ls /proc/$AGENT_PID/fd | wc -l)
 # in the background; a leak would be hundreds)
 check "agent fds stable after 1000 execs ($fds_before -> $fds_after)" test "$fds_after" -le "$((fds_before + 8))"
 check "no exec cgroup left in any hierarchy" sh -c "! find /sys/fs/cgroup/*/kubepods -name 'boxkite-exec-*' 2>/dev/null | grep -q ."
-check "no exec link pins left" sh -c "! ls /sys/fs/bpf/boxkite | grep -q exec-"
+check "no exec link pins left" sh -c "! ls $BPFFS | grep -q exec-"
 check "netns count back to baseline" test "$(lsns -t net -n | wc -l)" -le "$nets_before"
 
 # --- fail closed -----------------------------------------------------------------------

@@ -8,7 +8,7 @@ snapshot() {
 		for h in /sys/fs/cgroup/*/; do find "$h" -maxdepth 4 -type d -path '*kubepods*' 2>/dev/null; done
 		ip netns list 2>/dev/null | awk '{print "netns " $1}'
 		runc list -q 2>/dev/null | sed 's/^/runc /'
-		ls /sys/fs/bpf/boxkite 2>/dev/null | sed 's/^/bpffs /'
+		ls "$BPFFS" 2>/dev/null | sed 's/^/bpffs /'
 		ls /run/boxkite/local 2>/dev/null | sed 's/^/local /'
 	} | sort
 }
@@ -32,5 +32,5 @@ if [ "$before" = "$after" ]; then ok "nothing left behind (cgroups, netns, runc,
 check "no kubepods cgroup in any hierarchy" sh -c '! ls -d /sys/fs/cgroup/*/kubepods/besteffort/pod* 2>/dev/null | grep -q .'
 check "no boxkite netns left" sh -c '! ip netns list | grep -Eq "^boxkite-lc"'
 bk_stop_agent
-check "agent removed its pins and keepalive cgroup on stop" sh -c '! test -e /sys/fs/bpf/boxkite && ! test -e /sys/fs/cgroup/unified/boxkite-keepalive'
+check "agent removed its pins and keepalive cgroup on stop" sh -c "! test -e $BPFFS && ! test -e /sys/fs/cgroup/unified/$(basename "$BPFFS")-keepalive"
 check "no runc container left" test -z "$(runc list -q)"

@@ -24,7 +24,7 @@ if [ ! -x "$SHIM" ]; then
 	exit 1
 fi
 SANITIZED=0
-if ldd "$SHIM" 2>/dev/null | grep -q libasan; then SANITIZED=1; fi
+case "$(ldd "$SHIM" 2>/dev/null)" in *libasan* | *libtsan* | *libubsan*) SANITIZED=1 ;; esac
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 

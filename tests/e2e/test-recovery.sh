@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# kill -9 of the agent during a long exec: the exec stays filtered at every
+# sampled moment (pinned links), the new agent kills it and cleans up, the
+# in-flight request gets a clear error, the shim reconnects by itself.
+. "$(dirname "$0")/lib.sh"
+
+# BPF is the only network layer here, so a filter that went away would show
+bk_start_agent '{"layers":{"netns":false}}' || { not_ok "agent starts"; exit 1; }
+bk_sandbox_create rc1 || { not_ok "sandbox created"; exit 1; }
+PODNS=$(sb rc1 pod_netns)
+MD=bk-t-rmd-$$
+bk_netns_add "$MD"
+ip link add bkrm$$ type veth peer name bkrp$$
+ip link set bkrm$$ netns "$MD"; ip link set bkrp$$ netns "$PODNS"
+ip -n "$MD" addr add 169.254.169.254/16 dev bkrm$$; ip -n "$MD" link set bkrm$$ up
+ip -n "$PODNS" addr add 169.254.1.1/16 dev bkrp$$; ip -n "$PODNS" link set bkrp$$ up
+nsenter --net="/run/netns/$MD" python3 -m http.server 80 --bind 169.254.169.254 --directory "$T" >/dev/null 2>&1 &
+for _ in $(seq 1 50); do nsenter --net="/run/netns/$PODNS" curl -s -o /dev/null --max-time 1 http://169.254.169.254/ && break; sleep 0.1; done
+check "fake metadata server reachable from the pod network" nsenter --net="/run/netns/$PODNS" curl -s -o /dev/null --max-time 2 http://169.254.169.254/
+
+# the exec: tries the metadata server every 20 ms, records any success
+LOOP='import socket, time
+reached = 0
+end = time.time() + 25
+while time.time() < end:
+    s = socket.socket(); s.settimeout(0.5)
+    try:
+        s.connect(("169.254.169.254", 80)); reached += 1
+        open("/workspace/REACHED", "a").write("x")
+    except OSError:
+        pass
+    s.close(); time.sleep(0.02)'
+ctl exec rc1 --timeout 60 -- python3 -c "$LOOP" > "$T/inflight.out" 2> "$T/inflight.err" &
+inflight=$!
+cg=
+for _ in $(seq 1 100); do
+	cg=$(ls -d /sys/fs/cgroup/unified/kubepods/besteffort/pod"$(sb rc1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1)
+	[ -n "$cg" ] && grep -q . "$cg/cgroup.procs" 2>/dev/null && break; sleep 0.05
+done
+check "the long exec is running" test -n "$cg"
+sample() { # count attached boxkite programs on the exec cgroup
+	bpftool cgroup show "$cg" 2>/dev/null | grep -c ' bk_'
+}
+check "before the kill: 6 programs on the exec cgroup" test "$(sample)" = 6
+kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
+rm -f "$T/admin.sock" "$T/agent.sock"
+bad=0 n=0
+for _ in $(seq 1 40); do
+	if grep -q . "$cg/cgroup.procs" 2>/dev/null; then
+		n=$((n + 1)); [ "$(sample)" = 6 ] || bad=$((bad + 1))
+	fi
+	sleep 0.025
+done
+check "agent dead: the exec still runs, filtered in all $n samples" sh -c "test $n -gt 10 && test $bad = 0"
+wait "$inflight"; rc=$?
+check "the in-flight request got a clear error (exit $rc)" sh -c "test $rc -ne 0 && grep -q 'connection closed\|agent' $T/inflight.err"
+bk_start_agent '{"layers":{"netns":false}}' || not_ok "new agent starts"
+check "new agent killed the orphaned exec" sh -c "! test -d $cg"
+check "recovery logged" grep -q '"recovered_exec".*"action":"killed"' "$T/agent.log"
+check "no state record left" sh -c "! ls $T/state/execs/*.json 2>/dev/null | grep -q ."
+check "no exec link pins left" sh -c "! ls $BPFFS | grep -q exec-"
+left=$(find /sys/fs/cgroup/*/kubepods -path "*pod$(sb rc1 pod_uid)/boxkite-exec-*" 2>/dev/null)
+check "no exec cgroup left in any hierarchy ${left:+($left)}" test -z "$left"
+bk_exec rc1 -- sh -c 'cat /workspace/REACHED 2>/dev/null | wc -c'
+check "the exec never reached the metadata server, before, during or after the kill" test "$(j .stdout)" = 0
+check "the new agent runs execs" test "$(j .exit_code)" = 0
+
+# the shim reconnects by itself
+SHIMOK=0
+for _ in $(seq 1 50); do
+	if nsenter --net="/run/netns/$(sb rc1 client_netns)" curl -sk --max-time 2 --pinnedpubkey "$(sb rc1 pin)" \
+		"$(sb rc1 url)/health" | grep -q '"agent":"connected"'; then SHIMOK=1; break; fi
+	sleep 0.2
+done
+check "the shim reconnected to the new agent" test "$SHIMOK" = 1
