@@ -477,6 +477,13 @@ static void teardown(const struct pod *pd, const struct local_opts *o)
 	}
 	if (pd->uid[0])
 		remove_pod_cgroups(pd->uid);
+	if (pd->idx > 0 && netns_exists(MGR_NETNS)) {
+		/* synchronously: the pod netns itself goes away later, in a
+		 * kernel worker, and its link with it */
+		char ifn[32];
+		snprintf(ifn, sizeof(ifn), "bkm%d", pd->idx);
+		RUN(true, "ip", "-n", MGR_NETNS, "link", "del", ifn);
+	}
 	if (pd->netns[0] && netns_exists(pd->netns))
 		RUN(true, "ip", "netns", "del", (char *)pd->netns);
 	if (pd->dir[0])

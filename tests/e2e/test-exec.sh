@@ -134,7 +134,8 @@ fds_after=$(ls /proc/$AGENT_PID/fd | wc -l)
 check "agent fds stable after 1000 execs ($fds_before -> $fds_after)" test "$fds_after" -le "$((fds_before + 8))"
 check "no exec cgroup left in any hierarchy" sh -c "! find /sys/fs/cgroup/*/kubepods -name 'boxkite-exec-*' 2>/dev/null | grep -q ."
 check "no exec link pins left" sh -c "! ls $BPFFS | grep -q exec-"
-check "netns count back to baseline" test "$(lsns -t net -n | wc -l)" -le "$nets_before"
+# (a leak would be ~1000; a small margin absorbs other activity on the host)
+check "netns count back to baseline ($nets_before -> $(lsns -t net -n | wc -l))" test "$(lsns -t net -n | wc -l)" -le "$((nets_before + 3))"
 
 # --- fail closed -----------------------------------------------------------------------
 for fault in cgroup bpf netns setns pidns; do

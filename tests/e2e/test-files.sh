@@ -263,6 +263,14 @@ trav "grep glob ../../opt/*" grep '{"pattern":"x","glob":"../../opt/*"}' 400
 trav "present_files /opt/secret-marker.txt" present_files '{"filepaths":["/opt/secret-marker.txt"]}' 403
 trav "present_files of a symlink to /opt" present_files '{"filepaths":["abs-link"]}' "403|404"
 trav "present_files of a link in outputs" present_files '{"filepaths":["/mnt/user-data/outputs/out-abs-link"]}' "403|404"
+# absolute links are resolved from the root of their own root: with an
+# /workspace/opt/secret-marker.txt in place, the same link reads that one
+x 'mkdir -p /workspace/opt && echo inside-copy > /workspace/opt/secret-marker.txt' >/dev/null
+req view "$(P abs-link)"
+check "an absolute symlink resolves inside its root (RESOLVE_IN_ROOT)" test "$(st) $(b .content)" = "200 inside-copy"
+req view "$(P proc-self-link)"
+check "a /proc/self/root link resolves inside the root too" test "$(st)" = 404
+x 'rm -rf /workspace/opt' >/dev/null
 req glob '{"pattern":"**/*marker*"}'
 check "glob never descends through links" sh -c "noleak() { ! grep -q '$MARKER' $T/r.json; }; noleak && test \"\$(jq -r '.body.matches | length' $T/r.json)\" = 0"
 check "nothing was written into /dev/shm or /tmp through links" test "$(x 'ls -A /dev/shm /tmp | grep -c evil')" = 0
@@ -322,7 +330,7 @@ x 'echo old > /workspace/old-session.txt; echo old > /tmp/old-tmp.txt; echo old 
 ctl exec fs1 --json --timeout 300 -- sleep 300.4242 > "$T/sleeper.json" &
 SLEEPER=$!
 for _ in $(seq 1 50); do pgrep -f 'sleep 300[.]4242' >/dev/null && break; sleep 0.1; done
-check "a sleep 300 of the old session runs" pgrep -f 'sleep 300[.]4242'
+check "a sleep 300 of the old session runs" sh -c "pgrep -f 'sleep 300[.]4242' >/dev/null"
 req configure '{"session_id":"sess-A","allowed_commands":["ls","python3"]}'
 check "configure: 200 configured" test "$(st) $(b .status) $(b .session_id)" = "200 configured sess-A"
 check "configure: prefetched_files is []" test "$(b '.prefetched_files | length')" = 0

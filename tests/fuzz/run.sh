@@ -42,7 +42,14 @@ srcs_of() {
 	frame) echo agent/lib/proto.c agent/lib/util.c ;;
 	cgroup | state) echo agent/identity.c agent/lib/util.c ;;
 	text) echo agent/text.c ;;
-	config) echo agent/config.c agent/lib/util.c $(ls agent/policy.c 2>/dev/null) ;;
+	config)
+		# config.c hands the egress profiles to policy.c where it exists
+		if [ -f agent/policy.c ]; then
+			echo agent/config.c agent/lib/util.c agent/policy.c
+		else
+			echo agent/config.c agent/lib/util.c
+		fi
+		;;
 	mountinfo) echo agent/cgroup.c agent/lib/util.c ;;
 	esac
 }
