@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "api.h"
+#include "observe.h"
 #include "files.h"
 #include "session.h"
 #include "log.h"
@@ -11,6 +12,9 @@
 #define MAX_COMMAND (256u * 1024u)
 #define MAX_SECRETS 64
 #define MAX_SECRET_BYTES (64u * 1024u)
+
+const double bk_hist_bounds[BK_HIST_BUCKETS] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+						  0.1,   0.25,   0.5,   1,    5,     30 };
 
 char *bk_api_respond(int status, cJSON *body)
 {
@@ -137,6 +141,7 @@ static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_resu
 		cJSON_AddStringToObject(p, "tag", r->progs[i].tag);
 		cJSON_AddItemToArray(bpf, p);
 	}
+	cJSON_AddBoolToObject(iso, "bpf_held_to_end", r->bpf_held);
 	cJSON_AddStringToObject(iso, "policy", r->policy);
 	cJSON_AddStringToObject(iso, "policy_digest", r->policy_digest);
 	cJSON *rules = cJSON_AddArrayToObject(iso, "policy_rules");
@@ -177,6 +182,12 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 	char *err = parse_exec(&a->cfg, args, &ea);
 	if (err)
 		return err;
+	if (!a->node_safe) {
+		__atomic_add_fetch(&a->execs_refused_unsafe, 1, __ATOMIC_RELAXED);
+		return bk_api_error(503, "node_unsafe",
+				    "this node failed its isolation self-test and refuses execs until it passes again: %s",
+				    a->selftest_error[0] ? a->selftest_error : "the self-test has not passed yet");
+	}
 	/* clean environment: only what API.md lists, plus secret_env */
 	char *envp[MAX_SECRETS + 5];
 	size_t ne = 0;
@@ -223,6 +234,12 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 	char *out;
 	if (r < 0) {
 		__atomic_add_fetch(&a->execs_failed, 1, __ATOMIC_RELAXED);
+		static const char *const lay[] = { "cgroup", "bpf", "netns", "container", "exec" };
+		int li = 5;
+		for (int i = 0; i < 5; i++)
+			if (streq(res->layer, lay[i]))
+				li = i;
+		__atomic_add_fetch(&a->layer_failures[li], 1, __ATOMIC_RELAXED);
 		cJSON_AddStringToObject(audit, "outcome", "isolation_failed");
 		cJSON_AddStringToObject(audit, "layer", res->layer);
 		cJSON_AddStringToObject(audit, "error", res->error);
@@ -236,7 +253,15 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 		cJSON_AddStringToObject(b, "layer", res->layer);
 		out = bk_api_respond(503, b);
 	} else {
-		__atomic_add_fetch(&a->execs_ok, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(res->timed_out ? &a->execs_timeout : &a->execs_ok, 1, __ATOMIC_RELAXED);
+		bk_obs_count_denials(a, pod, res);
+		pthread_mutex_lock(&a->stats_lock);
+		int bi = 0;
+		while (bi < BK_HIST_BUCKETS && res->duration_ms / 1000.0 > bk_hist_bounds[bi])
+			bi++;
+		a->hist[bi]++;
+		a->hist_sum += res->duration_ms / 1000.0;
+		pthread_mutex_unlock(&a->stats_lock);
 		cJSON_AddStringToObject(audit, "outcome", res->timed_out ? "timeout" : "completed");
 		cJSON_AddNumberToObject(audit, "exit_code", res->exit_code);
 		cJSON_AddStringToObject(audit, "netns", res->fresh_netns ? "fresh" : "pod");
@@ -305,7 +330,7 @@ static cJSON *identity_json(const struct bk_pod *p)
 static bool is_pod_op(const char *o)
 {
 	return streq(o, "exec") || streq(o, "identity") || streq(o, "configure") || streq(o, "tool_call") ||
-	       bk_files_is_op(o);
+	       streq(o, "isolation") || streq(o, "inspect") || streq(o, "verify") || bk_files_is_op(o);
 }
 
 static char *pod_op(struct bk_agent *a, const struct bk_pod *p, const char *o, const cJSON *args)
@@ -314,6 +339,10 @@ static char *pod_op(struct bk_agent *a, const struct bk_pod *p, const char *o, c
 		return bk_api_exec(a, p, args);
 	if (streq(o, "identity"))
 		return bk_api_respond(200, identity_json(p));
+	if (streq(o, "isolation") || streq(o, "inspect"))
+		return bk_api_respond(200, bk_obs_pod_report(a, p));
+	if (streq(o, "verify"))
+		return bk_obs_verify(a, p, args);
 	if (streq(o, "configure"))
 		return bk_session_configure(a, p, args);
 	if (streq(o, "tool_call"))
@@ -378,24 +407,7 @@ char *bk_api_handle(struct bk_agent *a, enum bk_caller_kind kind, const struct b
 			bk_pod_release(&p);
 		}
 	} else if (kind == BK_CALLER_ADMIN && streq(o, "status")) {
-		cJSON *b = cJSON_CreateObject();
-		cJSON_AddStringToObject(b, "version", BK_VERSION);
-		cJSON_AddBoolToObject(b, "node_safe", true);
-		cJSON *layers = cJSON_AddObjectToObject(b, "layers");
-		cJSON_AddBoolToObject(layers, "netns", a->cfg.layer_netns);
-		cJSON_AddBoolToObject(layers, "bpf", a->engine.filter != NULL);
-		cJSON_AddNumberToObject(b, "live_execs", (double)a->engine.live);
-		cJSON_AddNumberToObject(b, "execs_ok", (double)a->execs_ok);
-		cJSON_AddNumberToObject(b, "execs_failed", (double)a->execs_failed);
-		cJSON_AddNumberToObject(b, "refused_callers", (double)a->refused_callers);
-		cJSON_AddNumberToObject(b, "requests", (double)a->requests);
-		if (a->engine.filter) {
-			cJSON_AddNumberToObject(b, "denied_total", (double)bk_filter_stat(a->engine.filter, BK_S_DENIED));
-			cJSON_AddNumberToObject(b, "events_lost", (double)bk_filter_stat(a->engine.filter, BK_S_EVENTS_LOST));
-			cJSON_AddNumberToObject(b, "events_suppressed",
-						(double)bk_filter_stat(a->engine.filter, BK_S_EVENTS_SUPPRESSED));
-		}
-		out = bk_api_respond(200, b);
+		out = bk_api_respond(200, bk_obs_status(a));
 	} else {
 		/* default: reject anything unknown (bubblewrap's privileged-op rule) */
 		out = bk_api_error(404, "unknown_op", "unknown operation \"%.64s\"", o);

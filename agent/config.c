@@ -23,7 +23,14 @@ void bk_config_defaults(struct bk_config *c)
 	c->layer_netns = true;
 	c->layer_bpf = true;
 	bk_policy_defaults(&c->policy);
+	strcpy(c->targets[0], "169.254.169.254:80");
+	strcpy(c->targets[1], "10.96.0.1:443");
+	strcpy(c->targets[2], "10.244.0.10:80");
+	strcpy(c->targets[3], "1.1.1.1:443");
+	c->selftest_interval = 60;
 }
+
+const char *const bk_target_names[4] = { "metadata", "kubernetes_api", "pod", "public" };
 
 #define C_ERR(...) (snprintf(err, errlen, __VA_ARGS__), -EINVAL)
 
@@ -96,7 +103,7 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	static const char *const top[] = { "socket", "admin_socket", "state_dir", "bpffs", "metrics",
 					   "runtime_roots", "sandbox_container", "shim_container", "exec",
 					   "layers", "testing", "profiles", "deny_cidrs", "default_profile",
-					   "profile_selectors", NULL };
+					   "profile_selectors", "verify_targets", "selftest_interval", NULL };
 	static const char *const exec_keys[] = { "pids_max", "memory_max", "timeout_default", "timeout_max",
 						 "output_cap", NULL };
 	static const char *const layer_keys[] = { "netns", "bpf", NULL };
@@ -171,6 +178,20 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	}
 	if ((r = bk_policy_parse(&c->policy, root, err, errlen)) < 0)
 		goto out;
+	const cJSON *vt = cJSON_GetObjectItemCaseSensitive(root, "verify_targets");
+	if (vt) {
+		if (!cJSON_IsObject(vt)) {
+			r = C_ERR("config: verify_targets must be an object");
+			goto out;
+		}
+		for (int i = 0; i < 4; i++)
+			if ((r = get_str(vt, bk_target_names[i], c->targets[i], sizeof(c->targets[i]), err, errlen)) < 0)
+				goto out;
+	}
+	uint64_t sti = c->selftest_interval;
+	if ((r = get_u64(root, "selftest_interval", 0, 86400, &sti, err, errlen)) < 0)
+		goto out;
+	c->selftest_interval = (uint32_t)sti;
 	if (!c->layer_bpf && !c->allow_unsafe) {
 		r = C_ERR("config: the BPF layer can only be turned off together with testing.allow_unsafe");
 		goto out;

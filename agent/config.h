@@ -30,7 +30,13 @@ struct bk_config {
 	bool allow_unsafe;        /* testing switch: permits turning the BPF layer off */
 	char fault[32];           /* testing: inject a failure at "cgroup", "bpf", "netns", "setns" */
 	struct bk_policy_set policy; /* egress profiles */
+	/* probe targets of verify and the self-test: metadata, kubernetes_api,
+	 * pod, public ("addr:port", "[v6]:port") */
+	char targets[4][64];
+	uint32_t selftest_interval; /* seconds; 0 = at start only */
 };
+
+extern const char *const bk_target_names[4];
 
 void bk_config_defaults(struct bk_config *c);
 /* Merge a JSON config text into c. err gets a sentence on failure. */

@@ -131,6 +131,8 @@ static void slot_del(struct bk_engine *e, struct bk_exec_result *res)
 /* Make a fresh netns with lo up from this thread (unshare affects only the
  * calling thread), keep an fd to it, and return the thread to the agent's
  * own namespace. */
+int bk_engine_fresh_netns(struct bk_engine *e);
+
 static int netns_make(struct bk_engine *e)
 {
 	if (unshare(CLONE_NEWNET) < 0)
@@ -149,6 +151,11 @@ static int netns_make(struct bk_engine *e)
 		return r;
 	}
 	return fd;
+}
+
+int bk_engine_fresh_netns(struct bk_engine *e)
+{
+	return netns_make(e);
 }
 
 static void *netns_filler(void *arg)
@@ -574,6 +581,23 @@ static const enum bpf_attach_type attach_types[BK_NPROGS] = {
 	BPF_CGROUP_UDP4_SENDMSG,     BPF_CGROUP_UDP6_SENDMSG,  BPF_CGROUP_INET_EGRESS,
 };
 
+int bk_attached_count(struct bk_engine *e, int cg_fd)
+{
+	const struct bk_prog_desc *pd = bk_filter_progs(e->filter);
+	int n = 0;
+	for (int i = 0; i < BK_NPROGS; i++) {
+		__u32 ids[8], cnt = 8, flags = 0;
+		if (bpf_prog_query(cg_fd, attach_types[i], 0, &flags, ids, &cnt) < 0)
+			continue;
+		for (__u32 k = 0; k < cnt; k++)
+			if (ids[k] == pd[i].id) {
+				n++;
+				break;
+			}
+	}
+	return n;
+}
+
 /* Read back, from the kernel, which programs are attached to the exec
  * cgroup; every one of ours must be there. */
 static int verify_attached(struct bk_engine *e, int cg_fd, struct bk_exec_result *res)
@@ -861,6 +885,8 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 			status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
 	}
 	res->exit_code = res->timed_out ? 124 : status;
+	/* did the BPF layer hold until the end? (read back again) */
+	res->bpf_held = !e->filter || bk_attached_count(e, cg.v2_fd) == BK_NPROGS;
 	if (!res->out)
 		res->out = strdup("");
 	if (!res->err)

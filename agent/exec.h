@@ -86,6 +86,7 @@ struct bk_exec_result {
 	uint64_t pids_max, memory_max;
 	int n_progs;
 	struct bk_prog_desc progs[BK_NPROGS];
+	bool bpf_held;                /* all programs still attached when the command ended */
 	uint32_t uid, gid;
 	char policy[64];
 	char policy_digest[65];
@@ -104,6 +105,10 @@ struct bk_exec_result {
 
 int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t errlen);
 void bk_engine_fini(struct bk_engine *e);
+/* A fresh network namespace (lo up); fd or -errno. */
+int bk_engine_fresh_netns(struct bk_engine *e);
+/* How many of our programs the kernel reports attached to a cgroup. */
+int bk_attached_count(struct bk_engine *e, int cg_fd);
 void bk_exec_result_free(struct bk_exec_result *r);
 /* Returns 0 when the command ran (whatever its exit code), -errno when a
  * layer failed (res->layer/res->error say which and why). */

@@ -15,6 +15,8 @@
 #include <sys/un.h>
 
 #include "api.h"
+#include "metrics.h"
+#include "observe.h"
 #include "recover.h"
 #include "log.h"
 #include "proto.h"
@@ -227,12 +229,23 @@ int main(int argc, char **argv)
 			cJSON_AddStringToObject(f, "msg", "operator override: this deny-set entry is not denied for this profile");
 			bk_log_obj("warn", "deny_override", f);
 		}
+	pthread_mutex_init(&agent.stats_lock, NULL);
 	int rec = bk_recover(&agent.engine);
 	if (rec > 0)
 		log_warn("recovery", "killed and removed %d exec(s) a previous agent left behind", rec);
 	if (!c->layer_netns || !c->layer_bpf)
 		log_warn("layer_disabled", "UNSAFE: layers turned off by configuration: netns=%s bpf=%s",
 			 c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off");
+	/* the node is unsafe until the first self-test passed */
+	bk_selftest_run(&agent);
+	if (bk_selftest_start(&agent) < 0)
+		log_error("selftest", "cannot start the periodic self-test");
+	if (bk_metrics_start(&agent, c->metrics, err, sizeof(err)) < 0) {
+		fprintf(stderr, "boxkite-agent: %s\n", err);
+		bk_selftest_stop();
+		bk_engine_fini(&agent.engine);
+		return 1;
+	}
 	int lfd = listen_unix(c->socket, 0666);
 	int afd = lfd >= 0 ? listen_unix(c->admin_socket, 0600) : -1;
 	if (lfd < 0 || afd < 0) {
@@ -300,6 +313,8 @@ int main(int argc, char **argv)
 			break;
 		usleep(10000);
 	}
+	bk_metrics_stop();
+	bk_selftest_stop();
 	bk_engine_fini(&agent.engine);
 	log_info("stopped", "boxkite-agent stopped");
 	return 0;

@@ -187,3 +187,34 @@ int bk_netns_addrs(unsigned char (*addrs)[16], int max)
 	}
 	return c.count;
 }
+
+int bk_netns_lo_addr_add(int family, const unsigned char *addr)
+{
+	_cleanup_close_ int fd = nl_open();
+	if (fd < 0)
+		return fd;
+	char buf[512] __attribute__((aligned(8)));
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_NEWADDR;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
+	uint32_t seq = (uint32_t)time(NULL) + 3;
+	nlh->nlmsg_seq = seq;
+	struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+	ifa->ifa_family = (unsigned char)family;
+	ifa->ifa_prefixlen = family == AF_INET ? 32 : 128;
+	ifa->ifa_flags = family == AF_INET6 ? IFA_F_NODAD : 0;
+	ifa->ifa_scope = RT_SCOPE_UNIVERSE;
+	ifa->ifa_index = 1; /* lo */
+	size_t alen = family == AF_INET ? 4 : 16;
+	mnl_attr_put(nlh, IFA_LOCAL, alen, addr);
+	mnl_attr_put(nlh, IFA_ADDRESS, alen, addr);
+	int r = nl_send(fd, nlh);
+	if (r < 0)
+		return r;
+	char rbuf[1024] __attribute__((aligned(8)));
+	ssize_t n = recv(fd, rbuf, sizeof(rbuf), 0);
+	if (n < 0)
+		return -errno;
+	r = mnl_cb_run(rbuf, (size_t)n, seq, 0, NULL, NULL);
+	return r < 0 ? -errno : 0;
+}

@@ -16,3 +16,6 @@ int bk_netns_list(char names[][IFNAMSIZ], int max);
 /* Every address configured in the current netns, IPv4 as ::ffff:a.b.c.d.
  * Returns the count (at most max) or -errno. */
 int bk_netns_addrs(unsigned char (*addrs)[16], int max);
+
+/* Add a host address (/32 or /128) to lo of the current netns. */
+int bk_netns_lo_addr_add(int family, const unsigned char *addr);

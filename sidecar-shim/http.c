@@ -23,6 +23,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <strings.h>
+#include <time.h>
 
 struct route {
 	const char *path;
@@ -236,6 +237,107 @@ static bool body_is_json_object(const char *b, size_t len)
 	return true;
 }
 
+/* ---- header deadline -----------------------------------------------------
+ *
+ * MHD_OPTION_CONNECTION_TIMEOUT is an inactivity timeout: a client that
+ * trickles one header byte every few seconds never trips it and holds a
+ * connection (and, at max_connections such clients, the whole shim) for as
+ * long as it likes, without ever authenticating. So every connection also
+ * gets a deadline: the headers of its next request must be complete within
+ * conn_timeout of the connection's start or of the previous request's end.
+ * The deadline is cleared when MHD hands us the headers (first handler
+ * call), so a long /exec or a body upload is not affected. A watchdog
+ * thread shuts down (shutdown(2), MHD then sees EOF and cleans up) the
+ * sockets whose deadline passed. MHD calls NOTIFY_CLOSED before it closes
+ * the socket and we unlink the entry there under conns_lock, so the
+ * watchdog never touches a closed or reused descriptor. */
+struct conn_state {
+	int fd;
+	uint64_t deadline; /* ns; 0 = a request is being handled */
+	struct conn_state *prev, *next;
+};
+
+static void notify_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			      enum MHD_ConnectionNotificationCode toe)
+{
+	struct shim *s = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		struct conn_state *cs = ci ? calloc(1, sizeof(*cs)) : NULL;
+		if (!cs)
+			return; /* no deadline; MHD's inactivity timeout still applies */
+		cs->fd = ci->connect_fd;
+		cs->deadline = now_ns() + (uint64_t)s->conn_timeout * 1000000000ull;
+		pthread_mutex_lock(&s->conns_lock);
+		cs->next = s->conns;
+		if (s->conns)
+			s->conns->prev = cs;
+		s->conns = cs;
+		pthread_cond_signal(&s->conns_cond);
+		pthread_mutex_unlock(&s->conns_lock);
+		*socket_context = cs;
+	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+		struct conn_state *cs = *socket_context;
+		pthread_mutex_lock(&s->conns_lock);
+		if (cs->prev)
+			cs->prev->next = cs->next;
+		else
+			s->conns = cs->next;
+		if (cs->next)
+			cs->next->prev = cs->prev;
+		pthread_mutex_unlock(&s->conns_lock);
+		free(cs);
+		*socket_context = NULL;
+	}
+}
+
+static void set_deadline(struct shim *s, struct MHD_Connection *c, bool in_request)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn_state *cs = ci ? ci->socket_context : NULL;
+	if (!cs)
+		return;
+	pthread_mutex_lock(&s->conns_lock);
+	cs->deadline = in_request ? 0 : now_ns() + (uint64_t)s->conn_timeout * 1000000000ull;
+	if (!in_request)
+		pthread_cond_signal(&s->conns_cond);
+	pthread_mutex_unlock(&s->conns_lock);
+}
+
+static void *conn_watchdog(void *arg)
+{
+	struct shim *s = arg;
+	static struct ratelimit rl = RATELIMIT_INIT(1);
+	pthread_mutex_lock(&s->conns_lock);
+	while (!s->watchdog_stop) {
+		uint64_t now = now_ns(), next = 0;
+		unsigned n = 0;
+		for (struct conn_state *cs = s->conns; cs; cs = cs->next) {
+			if (cs->deadline && now >= cs->deadline) {
+				shutdown(cs->fd, SHUT_RDWR);
+				cs->deadline = 0;
+				n++;
+			} else if (cs->deadline && (next == 0 || cs->deadline < next)) {
+				next = cs->deadline;
+			}
+		}
+		unsigned dropped;
+		if (n > 0 && ratelimit_ok(&rl, &dropped))
+			log_info("closed connections that did not send their request headers in time", LI("count", n),
+				 LI("timeout_s", s->conn_timeout), LI("suppressed", dropped));
+		/* Sleep until the earliest deadline; no wake-ups while idle. */
+		if (next == 0) {
+			pthread_cond_wait(&s->conns_cond, &s->conns_lock);
+		} else {
+			struct timespec ts = { .tv_sec = (time_t)(next / 1000000000ull),
+					       .tv_nsec = (long)(next % 1000000000ull) };
+			pthread_cond_timedwait(&s->conns_cond, &s->conns_lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&s->conns_lock);
+	return NULL;
+}
+
 /* ---- the access handler ------------------------------------------------ */
 
 static enum MHD_Result first_call(struct shim *s, struct MHD_Connection *c, struct req *r, const char *url,
@@ -331,6 +433,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		r->start = now_ns();
 		r->method = method_label(method);
 		client_peer(s, c, r->peer, sizeof(r->peer));
+		set_deadline(s, c, true);
 		*con_cls = r;
 		atomic_fetch_add(&s->active, 1);
 		return first_call(s, c, r, url, method);
@@ -338,6 +441,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (*upload_data_size > 0) {
 		bool ok = consume(s, r, upload_data, *upload_data_size);
 		*upload_data_size = 0;
+		if (r->too_large && r->status == 0) {
+			enum MHD_Result q = respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
+			log_warn("EXPERIMENT queue mid-body", LI("q", q == MHD_YES));
+			return MHD_YES;
+		}
 		return ok ? MHD_YES : MHD_NO;
 	}
 	if (r->too_large)
@@ -391,11 +499,19 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 		 LS("end", termination_name(toe)));
 	free(r->body);
 	free(r);
+	set_deadline(s, c, false); /* the next request's headers are due */
 	atomic_fetch_sub(&s->active, 1);
 }
 
 int http_start(struct shim *s)
 {
+	pthread_mutex_init(&s->conns_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->conns_cond, &ca);
+	pthread_condattr_destroy(&ca);
+
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
 			 MHD_USE_ITC | MHD_USE_ERROR_LOG;
 	if (s->tls)
@@ -407,6 +523,7 @@ int http_start(struct shim *s)
 		{ MHD_OPTION_THREAD_STACK_SIZE, SHIM_THREAD_STACK, NULL },
 		{ MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL },
 		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, s },
+		{ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, s },
 		{ s->tls ? MHD_OPTION_END : MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL },
 		{ MHD_OPTION_END, 0, NULL },
 	};
@@ -415,6 +532,10 @@ int http_start(struct shim *s)
 				  MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
 	if (!s->mhd)
 		return -EIO;
+	int e = pthread_create(&s->watchdog, NULL, conn_watchdog, s);
+	if (e != 0)
+		return -e;
+	s->watchdog_started = true;
 	return 0;
 }
 
@@ -431,6 +552,14 @@ void http_quiesce(struct shim *s)
 
 void http_stop(struct shim *s)
 {
+	if (s->watchdog_started) {
+		pthread_mutex_lock(&s->conns_lock);
+		s->watchdog_stop = true;
+		pthread_cond_signal(&s->conns_cond);
+		pthread_mutex_unlock(&s->conns_lock);
+		pthread_join(s->watchdog, NULL);
+		s->watchdog_started = false;
+	}
 	pthread_mutex_lock(&s->mhd_lock);
 	s->mhd_stopping = true;
 	pthread_mutex_unlock(&s->mhd_lock);

@@ -136,6 +136,13 @@ struct shim {
 	atomic_uint active;   /* every request from headers to completion (drain) */
 	atomic_bool draining;
 
+	/* http.c: header deadline (see conn_watchdog) */
+	pthread_mutex_t conns_lock;
+	pthread_cond_t conns_cond;
+	struct conn_state *conns;
+	pthread_t watchdog;
+	bool watchdog_started, watchdog_stop;
+
 	/* tls.c */
 	void *ssl_ctx; /* SSL_CTX * */
 	pthread_t acceptor;

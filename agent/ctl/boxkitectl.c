@@ -20,6 +20,8 @@ static void usage(FILE *f)
 		   "  sandbox list\n"
 		   "  exec NAME [--timeout S] [--json] -- CMD [ARG...]\n"
 		   "  status\n"
+		   "  inspect NAME\n"
+		   "  verify NAME [--hold S] [--json]\n"
 		   "  ready\n"
 		   "  call --socket PATH OP [ARGS-JSON]   (raw request, for debugging)\n");
 }
@@ -187,6 +189,97 @@ static int cmd_simple(const char *op, bool ready)
 	return rc;
 }
 
+static int cmd_inspect(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "sandbox", argv[1]);
+	int status;
+	cJSON *resp = admin_call(admin_socket, "inspect", args, &status);
+	if (!resp)
+		return 1;
+	if (status != 200) {
+		print_error(resp);
+		cJSON_Delete(resp);
+		return 1;
+	}
+	char *t = cJSON_Print(cJSON_GetObjectItemCaseSensitive(resp, "body"));
+	puts(t);
+	free(t);
+	cJSON_Delete(resp);
+	return 0;
+}
+
+static int cmd_verify(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	bool json = false;
+	double hold = 0;
+	for (int i = 2; i < argc; i++) {
+		if (streq(argv[i], "--json"))
+			json = true;
+		else if (streq(argv[i], "--hold") && i + 1 < argc)
+			hold = strtod(argv[++i], NULL);
+		else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "sandbox", argv[1]);
+	cJSON_AddNumberToObject(args, "hold", hold);
+	int status;
+	cJSON *resp = admin_call(admin_socket, "verify", args, &status);
+	if (!resp)
+		return 1;
+	if (status != 200) {
+		print_error(resp);
+		cJSON_Delete(resp);
+		return 1;
+	}
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(resp, "body");
+	bool passed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "passed"));
+	if (json) {
+		char *t = cJSON_PrintUnformatted(b);
+		puts(t);
+		free(t);
+	} else {
+		const cJSON *err = cJSON_GetObjectItemCaseSensitive(b, "error");
+		if (cJSON_IsString(err))
+			printf("the isolation context could not be built: %s\n", err->valuestring);
+		const cJSON *layers = cJSON_GetObjectItemCaseSensitive(b, "layers");
+		const cJSON *ln = cJSON_GetObjectItemCaseSensitive(layers, "netns");
+		const cJSON *lb = cJSON_GetObjectItemCaseSensitive(layers, "bpf");
+		if (ln && lb)
+			printf("layers: netns %s (%s) %s, bpf %d programs %s\n",
+			       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ln, "mode")),
+			       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ln, "interfaces")),
+			       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ln, "held")) ? "held" : "DID NOT HOLD",
+			       cJSON_GetObjectItemCaseSensitive(lb, "programs_attached")->valueint,
+			       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lb, "held")) ? "held" : "DID NOT HOLD");
+		printf("%-16s %-28s %-14s %9s  %s\n", "probe", "address", "result", "ms", "stopped by");
+		const cJSON *pj;
+		cJSON_ArrayForEach(pj, cJSON_GetObjectItemCaseSensitive(b, "probes"))
+		{
+			bool stopped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pj, "stopped"));
+			printf("%-16s %-28s %-14s %9.2f  %s\n", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "target")),
+			       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "address")),
+			       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "result")),
+			       cJSON_GetObjectItemCaseSensitive(pj, "ms")->valuedouble,
+			       stopped ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "layer")) : "NOT STOPPED");
+		}
+		printf("%s\n", passed ? "PASSED: every probe was stopped" : "FAILED");
+	}
+	cJSON_Delete(resp);
+	return passed ? 0 : 1;
+}
+
 static int cmd_call(int argc, char **argv)
 {
 	/* call --socket PATH OP [ARGS] */
@@ -309,6 +402,10 @@ int main(int argc, char **argv)
 		return cmd_simple("status", false);
 	if (streq(cmd, "ready"))
 		return cmd_simple("status", true);
+	if (streq(cmd, "inspect"))
+		return cmd_inspect(argc, argv);
+	if (streq(cmd, "verify"))
+		return cmd_verify(argc, argv);
 	if (streq(cmd, "call"))
 		return cmd_call(argc, argv);
 	usage(stderr);

@@ -28,7 +28,7 @@ bk_start_agent() {
 	local cfg=${1:-'{}'}
 	echo "$cfg" > "$T/config.json"
 	"$AGENT" --config "$T/config.json" --socket "$T/agent.sock" --admin-socket "$T/admin.sock" \
-		--state-dir "$T/state" --bpffs "$BPFFS" >> "$T/agent.log" 2>&1 &
+		--state-dir "$T/state" --bpffs "$BPFFS" --metrics "${BK_METRICS:-127.0.0.1:0}" >> "$T/agent.log" 2>&1 &
 	AGENT_PID=$!
 	for _ in $(seq 1 200); do
 		[ -S "$T/admin.sock" ] && return 0

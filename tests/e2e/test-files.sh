@@ -115,6 +115,15 @@ check "view of a binary file: 422 unviewable" test "$(st) $(b .code)" = "422 unv
 x 'head -c 11000000 /dev/zero | tr "\0" a > /workspace/big.txt' >/dev/null
 req view "$(P big.txt)"
 check "view of an 11 MB file: 422 unviewable" test "$(st) $(b .code)" = "422 unviewable"
+x 'printf "ok \377\376 end\n" > /workspace/latin.txt' >/dev/null
+req view "$(P latin.txt)"
+check "view of invalid UTF-8: 200, replaced by U+FFFD" test "$(st) $(b .content)" = "200 ok �� end"
+# many helpers at once (fork from several agent threads)
+for i in $(seq 1 16); do
+	"$CTL" call --socket "$T/admin.sock" view '{"sandbox":"fs1","path":"notes/hello.txt"}' > "$T/par-$i.json" &
+done
+wait
+check "16 concurrent views all answered 200" test "$(cat "$T"/par-*.json | jq -r .status | sort | uniq -c | awk '{print $1":"$2}')" = "16:200"
 req view "$(P nothing/here.txt)"
 check "missing file: 404 not_found" test "$(st) $(b .code)" = "404 not_found"
 req str_replace '{"path":"missing.txt","old_str":"a","new_str":"b"}'
@@ -401,3 +410,6 @@ fds=$(ls /proc/$AGENT_PID/fd | wc -l)
 for i in $(seq 1 50); do req view "$(P tc.txt)"; done
 check "agent fds stable over 50 file ops ($fds -> $(ls /proc/$AGENT_PID/fd | wc -l))" test "$(ls /proc/$AGENT_PID/fd | wc -l)" -le "$fds"
 rm -f "$ROOTFS/opt/secret-marker.txt"
+bk_stop_agent
+check "no sanitizer report in the agent's output" \
+	sh -c "! grep -E -q 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' $T/agent.log"

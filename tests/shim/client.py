@@ -6,6 +6,9 @@
         open a connection, stop at the given stage (TCP only / half the
         request headers / headers plus half the body) and wait for the shim
         to close it. Prints "closed <seconds> <bytes received>".
+  trickle --port P [--tls] [--interval S]
+        send request headers one byte at a time, never idle long enough for
+        an inactivity timeout; prints "closed <s>" when the shim hangs up.
   plain --port P
         send a plaintext HTTP request to a TLS port; prints the first bytes
         received (repr) and exits 0 only if none of them is an HTTP answer.
@@ -70,6 +73,30 @@ def cmd_slow(a):
     data, closed = read_until_close(s, a.limit)
     el = time.monotonic() - t0
     print(f"{'closed' if closed else 'open'} {el:.1f} {len(data)}")
+    return 0
+
+
+def cmd_trickle(a):
+    """Request headers one byte every --interval seconds: never idle long
+    enough for an inactivity timeout. Prints "closed <s>" or "open <s>"."""
+    s = connect(a.port, a.tls)
+    req = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 200
+    t0 = time.monotonic()
+    for b in req:
+        if time.monotonic() - t0 > a.limit:
+            break
+        try:
+            s.send(bytes([b]))
+            s.settimeout(a.interval)
+            try:
+                if s.recv(1) == b"":
+                    raise ConnectionResetError("eof")
+            except socket.timeout:
+                pass
+        except (OSError, ssl.SSLError):
+            print(f"closed {time.monotonic() - t0:.1f}")
+            return 0
+    print(f"open {time.monotonic() - t0:.1f}")
     return 0
 
 
@@ -157,6 +184,11 @@ def main():
     p.add_argument("--stage", choices=["connect", "headers", "body"], required=True)
     p.add_argument("--token", default="x")
     p.add_argument("--limit", type=float, default=30)
+    p = sub.add_parser("trickle")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--tls", action="store_true")
+    p.add_argument("--interval", type=float, default=0.5)
+    p.add_argument("--limit", type=float, default=20)
     p = sub.add_parser("plain")
     p.add_argument("--port", type=int, required=True)
     p = sub.add_parser("raw")
@@ -173,7 +205,8 @@ def main():
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--requests", type=int, default=20)
     a = ap.parse_args()
-    return {"slow": cmd_slow, "plain": cmd_plain, "raw": cmd_raw, "load": cmd_load}[a.cmd](a)
+    return {"slow": cmd_slow, "trickle": cmd_trickle, "plain": cmd_plain, "raw": cmd_raw,
+            "load": cmd_load}[a.cmd](a)
 
 
 if __name__ == "__main__":

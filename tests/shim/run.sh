@@ -389,6 +389,8 @@ python3 "$CLIENT" slow --port "$P_MAIN" --tls --stage headers --limit 20 >"$T/sl
 SL+=($!)
 python3 "$CLIENT" slow --port "$P_MAIN" --tls --stage body --token "$TOKEN" --limit 20 >"$T/slow-body" &
 SL+=($!)
+python3 "$CLIENT" trickle --port "$P_MAIN" --tls --interval 0.5 --limit 20 >"$T/trickle" &
+SL+=($!)
 for i in 1 2 3; do
 	python3 "$CLIENT" slow --port "$P_MAIN" --stage connect --limit 20 >/dev/null &
 	SL+=($!)
@@ -397,7 +399,7 @@ sleep 0.5
 t0=$(now_ms)
 hc "$M/exec" "${AUTH[@]}" -d '{"while":"slow clients"}'
 t1=$(now_ms)
-if [ "$CODE" = 200 ] && [ $((t1 - t0)) -lt 2000 ]; then ok "served normally while 6 slow clients hold connections ($((t1 - t0)) ms)"; else notok "served during slowloris" "code $CODE after $((t1 - t0)) ms"; fi
+if [ "$CODE" = 200 ] && [ $((t1 - t0)) -lt 2000 ]; then ok "served normally while 7 slow clients hold connections ($((t1 - t0)) ms)"; else notok "served during slowloris" "code $CODE after $((t1 - t0)) ms"; fi
 wait "${SL[@]}"
 slow_check() { # slow_check NAME FILE
 	local st el n
@@ -409,6 +411,11 @@ slow_check() { # slow_check NAME FILE
 slow_check "TCP connect, no TLS handshake" "$T/slow-connect"
 slow_check "half the request headers" "$T/slow-headers"
 slow_check "headers and half the body" "$T/slow-body"
+read -r st el <"$T/trickle"
+# 3 s header deadline, counted from the end of the TLS handshake
+if [ "$st" = closed ] && awk -v e="$el" 'BEGIN{exit !(e >= 2 && e <= 6)}'; then
+	ok "headers trickled a byte every 0.5 s (never idle 3 s): closed by the header deadline after ${el}s"
+else notok "trickled headers" "$st after ${el}s"; fi
 # +1: the request served while the slow clients waited.
 [ "$(count)" = $((C0 + 1)) ] && ok "the stalled request never reached the agent" || notok "stalled body not forwarded" "count $C0 -> $(count) (want +1)"
 
@@ -453,6 +460,14 @@ if start_shim PLAIN "$P_PLAIN" SIDECAR_TLS_DISABLED=true SIDECAR_AUTH_TOKEN_FILE
 	[ "$CODE" = 401 ] && ok "plain HTTP: still needs the token" || notok "plain 401" "code $CODE"
 	python3 "$CLIENT" slow --port "$P_PLAIN" --stage headers --limit 20 >"$T/slow-plain"
 	slow_check "plain HTTP, half the headers" "$T/slow-plain"
+	read -r st el < <(python3 "$CLIENT" trickle --port "$P_PLAIN" --interval 0.5 --limit 20)
+	if [ "$st" = closed ] && awk -v e="$el" 'BEGIN{exit !(e >= 2 && e <= 6)}'; then
+		ok "plain HTTP: trickled headers closed by the header deadline after ${el}s"
+	else notok "plain trickled headers" "$st after ${el}s"; fi
+	# keep-alive: the deadline restarts after each answer, idle waits are MHD's
+	CODES=$(curl -sS "${AUTH[@]}" -o /dev/null -o /dev/null -w '%{http_code}:%{num_connects} ' \
+		"http://127.0.0.1:$P_PLAIN/isolation" "http://127.0.0.1:$P_PLAIN/isolation" 2>/dev/null)
+	[ "$CODES" = "200:1 200:0 " ] && ok "plain HTTP: keep-alive" || notok "plain keep-alive" "$CODES"
 else notok "plain shim" "did not start: $(head -c 300 "$T/PLAIN.log")"; fi
 
 # ---- no token configured ----------------------------------------------------
