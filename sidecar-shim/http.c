@@ -72,7 +72,7 @@ struct req {
 	unsigned status;
 	bool slot;      /* holds one of max_concurrent */
 	bool too_large; /* body went over the limit while streaming */
-	uint64_t discarded;
+	uint64_t discarded; /* bytes thrown away after too_large */
 	char *body;
 	size_t len, cap;
 	char peer[SHIM_ADDR_MAX];
@@ -382,8 +382,10 @@ static bool consume(struct shim *s, struct req *r, const char *data, size_t n)
 		return r->discarded <= s->max_body;
 	}
 	if (n > s->max_body - r->len) {
+		/* Over the limit: answer 413 at the end of the body, reading and
+		 * discarding up to another max_body bytes to get there. */
 		r->too_large = true;
-		r->discarded = r->len + n;
+		r->discarded = 0;
 		free(r->body);
 		r->body = NULL;
 		r->len = r->cap = 0;
@@ -441,11 +443,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (*upload_data_size > 0) {
 		bool ok = consume(s, r, upload_data, *upload_data_size);
 		*upload_data_size = 0;
-		if (r->too_large && r->status == 0) {
-			enum MHD_Result q = respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
-			log_warn("EXPERIMENT queue mid-body", LI("q", q == MHD_YES));
-			return MHD_YES;
-		}
 		return ok ? MHD_YES : MHD_NO;
 	}
 	if (r->too_large)

@@ -26,7 +26,9 @@ ctl() { "$CTL" --admin-socket "$T/admin.sock" "$@"; }
 
 bk_start_agent() {
 	local cfg=${1:-'{}'}
-	echo "$cfg" > "$T/config.json"
+	# probe targets of verify and the self-test: test hosts only
+	jq '{"verify_targets":{"metadata":"169.254.169.254:80","kubernetes_api":"10.96.0.1:443",
+		"pod":"10.244.1.5:8080","public":"203.0.113.10:443"}} + .' <<< "$cfg" > "$T/config.json"
 	"$AGENT" --config "$T/config.json" --socket "$T/agent.sock" --admin-socket "$T/admin.sock" \
 		--state-dir "$T/state" --bpffs "$BPFFS" --metrics "${BK_METRICS:-127.0.0.1:0}" >> "$T/agent.log" 2>&1 &
 	AGENT_PID=$!

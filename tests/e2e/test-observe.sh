@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Observable isolation: inspect/status read back from the kernel, verify
+# from a real exec context (and its failure when a layer is removed behind
+# the agent's back), the node self-test, metrics, and stock bpftool.
+. "$(dirname "$0")/lib.sh"
+
+CONFIG='{"selftest_interval":1,"verify_targets":{"metadata":"169.254.169.254:80","kubernetes_api":"10.96.0.1:443","pod":"10.244.1.5:8080","public":"203.0.113.10:443"}}'
+bk_start_agent "$CONFIG" || { not_ok "agent starts"; exit 1; }
+bk_sandbox_create ob1 || { not_ok "sandbox created"; exit 1; }
+MPORT=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$T/agent.log" | head -1 | sed 's/.*:\([0-9]*\)\/metrics/\1/')
+check "metrics endpoint announced" test -n "$MPORT"
+check "self-test passed at start" grep -q '"event":"selftest".*passed' "$T/agent.log"
+
+# --- inspect / status while an exec runs -----------------------------------------
+ctl exec ob1 --timeout 30 -- sleep 4 > /dev/null &
+ep=$!
+for _ in $(seq 1 50); do ctl inspect ob1 > "$T/inspect.json" && [ "$(jq '.live_execs | length' "$T/inspect.json")" -ge 1 ] && break; sleep 0.1; done
+cp "$T/inspect.json" "$T/last.json"
+check "inspect: one live exec" test "$(j '.live_execs | length')" = 1
+check "inspect: kernel says all six programs are attached" test "$(j '.live_execs[0].bpf_complete')" = true
+check "inspect: attached program names read from the kernel" \
+	test "$(j '[.live_execs[0].bpf[].prog] | sort | join(",")')" = "bk_connect4,bk_connect6,bk_egress,bk_sendmsg4,bk_sendmsg6,bk_sock_create"
+check "inspect: exec netns holds only lo (netlink)" test "$(j '.live_execs[0].interfaces | join(",")')" = lo
+check "inspect: pids cap read back" test "$(j '.live_execs[0].pids_max')" = 256
+check "inspect: memory cap read back" test "$(j '.live_execs[0].memory_max')" = 536870912
+check "inspect: policy map entry for the exec cgroup" test "$(j '.live_execs[0].policy_entry.profile')" = isolated
+check "inspect: map digests" test "$(j '[.bpf_maps[] | select(.digest | length == 64)] | length')" = 6
+check "inspect: pinned program paths for bpftool" test "$(j '.bpf_programs[0].pinned')" = "$BPFFS/bk_sock_create"
+CG=$(j '.live_execs[0].cgroup'); CGID=$(j '.live_execs[0].cgroup_id')
+
+# --- stock bpftool sees the same -----------------------------------------------------
+check "bpftool cgroup tree lists the exec cgroup with the bk_ programs" \
+	sh -c "bpftool cgroup tree /sys/fs/cgroup/unified | grep -A8 '$(basename "$CG")' | grep -q bk_connect4"
+check "bpftool cgroup show: all six on the exec cgroup" test "$(bpftool cgroup show "$CG" | grep -c ' bk_')" = 6
+check "bpftool prog show names the programs" test "$(bpftool prog show | grep -cE 'name bk_(sock_create|connect4|connect6|sendmsg4|sendmsg6|egress)')" -ge 6
+check "bpftool map dump pinned bk_policy has the exec's cgroup id" \
+	sh -c "bpftool -j map dump pinned $BPFFS/bk_policy | jq -e '.[] | select(.key == (\"$CGID\" | tonumber))' >/dev/null || bpftool map dump pinned $BPFFS/bk_policy | grep -q ."
+live_ok=1
+for cg in $(find /sys/fs/cgroup/unified/kubepods -name 'boxkite-exec-*' -type d); do
+	[ "$(bpftool cgroup show "$cg" | grep -c ' bk_')" = 6 ] || live_ok=0
+done
+check "every live exec cgroup carries the six programs" test "$live_ok" = 1
+wait $ep
+
+ctl status > "$T/status.json"
+check "status: node safe, sandbox listed with its layers" \
+	sh -c "jq -e '.node_safe and (.sandboxes[] | select(.pod == \"ob1\") | .layers.bpf)' $T/status.json >/dev/null"
+
+# --- verify ---------------------------------------------------------------------
+ctl verify ob1 > "$T/verify.txt"; rc=$?
+check "verify passes on a healthy sandbox (exit 0)" test "$rc" = 0
+check "verify: four probes, each stopped" test "$(grep -cE '^(metadata|kubernetes_api|pod|public) ' "$T/verify.txt")" = 4
+check "verify: says which layer stopped each" sh -c "! grep -q 'NOT STOPPED' $T/verify.txt && grep -q ' bpf$' $T/verify.txt"
+
+# a BPF link detached behind the agent's back, during the verify exec
+ctl verify ob1 --hold 3 --json > "$T/v2.json" & vp=$!
+for _ in $(seq 1 50); do cg=$(ls -d /sys/fs/cgroup/unified/kubepods/besteffort/pod"$(sb ob1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1); [ -n "$cg" ] && break; sleep 0.05; done
+cid=$(stat -c %i "$cg" 2>/dev/null)
+lid=$(bpftool -j link show | jq -r ".[] | select(.type == \"cgroup\" and .cgroup_id == $cid and .attach_type == \"cgroup_inet4_connect\") | .id" | head -1)
+[ -n "$lid" ] && bpftool link detach id "$lid"
+wait $vp; rc=$?
+check "verify fails when a program is detached with bpftool (exit $rc)" test "$rc" != 0
+check "  ... and names the bpf layer" test "$(jq -r '.layers.bpf.held' "$T/v2.json")" = false
+
+# an interface added to the exec's network namespace
+ctl verify ob1 --hold 3 --json > "$T/v3.json" & vp=$!
+pid=
+for _ in $(seq 1 60); do cg=$(ls -d /sys/fs/cgroup/unified/kubepods/besteffort/pod"$(sb ob1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1); pid=$(head -1 "$cg/cgroup.procs" 2>/dev/null); [ -n "$pid" ] && break; sleep 0.05; done
+ip link add bkx$$ type veth peer name bky$$ && ip link set bkx$$ netns "$pid"
+wait $vp; rc=$?
+ip link del bky$$ 2>/dev/null
+check "verify fails when an interface is added to the exec netns (exit $rc)" test "$rc" != 0
+check "  ... and names the netns layer" test "$(jq -r '.layers.netns.held' "$T/v3.json")" = false
+
+# --- self-test: a tampered policy map makes the node unsafe -------------------------
+# allow 0.0.0.0/0 tcp 1-65535 for profile 1 ("isolated") in the pinned allow map
+KEY="20 00 00 00 01 00 00 00 00 00 00 00"
+VAL="01 00 00 00 01 00 ff ff 01 00 00 00$(printf ' 00%.0s' $(seq 1 120))"
+bpftool map update pinned "$BPFFS/bk_allow4" key hex $KEY value hex $VAL
+for _ in $(seq 1 50); do ctl status | jq -e '.node_safe == false' >/dev/null && break; sleep 0.1; done
+check "self-test marks the node unsafe after tampering" sh -c "ctl() { $CTL --admin-socket $T/admin.sock \"\$@\"; }; ctl status | jq -e '.node_safe == false' >/dev/null"
+check "  ... and logs why" grep -q '"selftest".*FAILED.*public' "$T/agent.log"
+bk_exec ob1 -- echo should-not-run
+check "  ... the next exec is refused (node_unsafe)" test "$(j .code)" = node_unsafe
+check "  ... readiness says not ready" test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/readyz")" = 503
+check "  ... boxkitectl ready exits non-zero" sh -c "! $CTL --admin-socket $T/admin.sock ready >/dev/null"
+check "  ... metrics say so" sh -c "curl -s http://127.0.0.1:$MPORT/metrics | grep -qx 'boxkite_selftest_ok 0'"
+bpftool map delete pinned "$BPFFS/bk_allow4" key hex $KEY
+for _ in $(seq 1 50); do ctl status | jq -e '.node_safe' >/dev/null && break; sleep 0.1; done
+bk_exec ob1 -- echo runs-again
+check "a later passing self-test serves execs again" test "$(j .stdout)" = runs-again
+check "readiness back to 200" test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/readyz")" = 200
+
+# --- metrics, checked by a real Prometheus text parser -----------------------------
+bk_exec ob1 -- sh -c 'curl -s --max-time 2 http://169.254.169.254/ ; true'
+curl -s "http://127.0.0.1:$MPORT/metrics" > "$T/metrics.txt"
+# Debian's python3 (python3-prometheus-client), whatever python3 is first on PATH
+/usr/bin/python3 - "$T/metrics.txt" > "$T/metrics.check" 2>&1 <<'PYEOF'
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+text = open(sys.argv[1]).read()
+fams = {f.name: f for f in text_string_to_metric_families(text)}
+# every sample line belongs to a family with HELP and TYPE
+helps = {l.split()[2] for l in text.splitlines() if l.startswith("# HELP")}
+types = {l.split()[2] for l in text.splitlines() if l.startswith("# TYPE")}
+need = ["boxkite_build_info", "boxkite_execs", "boxkite_exec_duration_seconds", "boxkite_denials",
+        "boxkite_layer_failures", "boxkite_live_execs", "boxkite_sandboxes", "boxkite_ringbuf_lost",
+        "boxkite_selftest_ok", "boxkite_selftest_last_success_timestamp_seconds"]
+missing = [n for n in need if n not in fams]
+assert not missing, "missing families: %s" % missing
+assert helps == types, "HELP/TYPE mismatch"
+den = [s for s in fams["boxkite_denials"].samples if s.labels.get("pod") == "ob1"]
+assert den and all("reason" in s.labels for s in den), "no per-sandbox/per-reason denials"
+h = fams["boxkite_exec_duration_seconds"]
+assert any(s.name.endswith("_bucket") for s in h.samples), "no histogram buckets"
+print("metrics ok", len(fams), "families")
+PYEOF
+check "metrics parse and carry every required family ($(tail -1 "$T/metrics.check"))" grep -q 'metrics ok' "$T/metrics.check"
+
+# --- GET /isolation through the shim ------------------------------------------------
+printf 'X-Sidecar-Auth-Token: %s\n' "$(cat "$(sb ob1 token_file)")" > "$T/hdr"
+iso=$(nsenter --net="/run/netns/$(sb ob1 client_netns)" curl -sk --max-time 5 --pinnedpubkey "$(sb ob1 pin)" -H @"$T/hdr" "$(sb ob1 url)/isolation")
+check "GET /isolation through the shim reports the pod, from the kernel" \
+	sh -c "echo '$iso' | jq -e '.pod == \"ob1\" and .layers.bpf and (.bpf_programs | length == 6)' >/dev/null"
