@@ -19,8 +19,14 @@ cleanup() {
 trap cleanup EXIT
 
 say "starting boxkite-agent (logs: JSON lines in $D/agent.log)"
-"$BK_BIN/boxkite-agent" --socket "$D/agent.sock" --admin-socket "$D/admin.sock" --state-dir "$D/state" \
-	> "$D/agent.log" 2>&1 &
+# verify/self-test probe targets: documentation and cluster-internal
+# addresses (nothing is sent anywhere: the probes are refused in the kernel)
+cat > "$D/config.json" <<'EOF2'
+{ "verify_targets": { "metadata": "169.254.169.254:80", "kubernetes_api": "10.96.0.1:443",
+                      "pod": "10.244.0.10:80", "public": "203.0.113.10:443" } }
+EOF2
+"$BK_BIN/boxkite-agent" --config "$D/config.json" --socket "$D/agent.sock" --admin-socket "$D/admin.sock" \
+	--state-dir "$D/state" --bpffs /sys/fs/bpf/boxkite --metrics 127.0.0.1:0 > "$D/agent.log" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 100); do [ -S "$D/admin.sock" ] && break; sleep 0.05; done
 [ -S "$D/admin.sock" ] || { cat "$D/agent.log"; exit 1; }
@@ -63,5 +69,13 @@ say "the same through the admin socket: boxkitectl exec $NAME -- uname -n"
 say "an operator's own check with stock bpftool: the pinned connect4 program"
 bpftool prog show pinned /sys/fs/bpf/boxkite/bk_connect4
 
-say "agent status"
-"$BK_BIN/boxkitectl" status | jq -c .
+say "boxkitectl verify $NAME   (probes from a real exec context of the sandbox)"
+"$BK_BIN/boxkitectl" verify "$NAME"
+
+say "boxkitectl status (excerpt)"
+"$BK_BIN/boxkitectl" status | jq -c '{node_safe, selftest, live_execs, execs_ok, denied_total, sandboxes: [.sandboxes[] | {pod, policy, layers, denials}]}'
+
+MPORT=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$D/agent.log" | head -1 | sed 's/.*:\([0-9]*\)\/metrics/\1/')
+say "Prometheus metrics (excerpt) from http://127.0.0.1:$MPORT/metrics"
+curl -s "http://127.0.0.1:$MPORT/metrics" | grep -E '^boxkite_(execs_total|denials_total|selftest_ok|live_execs)'
+
