@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "api.h"
+#include "metrics.h"
 #include "observe.h"
 #include "files.h"
 #include "session.h"
@@ -330,7 +331,8 @@ static cJSON *identity_json(const struct bk_pod *p)
 static bool is_pod_op(const char *o)
 {
 	return streq(o, "exec") || streq(o, "identity") || streq(o, "configure") || streq(o, "tool_call") ||
-	       streq(o, "isolation") || streq(o, "inspect") || streq(o, "verify") || bk_files_is_op(o);
+	       streq(o, "isolation") || streq(o, "inspect") || streq(o, "verify") || streq(o, "metrics") ||
+	       bk_files_is_op(o);
 }
 
 static char *pod_op(struct bk_agent *a, const struct bk_pod *p, const char *o, const cJSON *args)
@@ -343,6 +345,19 @@ static char *pod_op(struct bk_agent *a, const struct bk_pod *p, const char *o, c
 		return bk_api_respond(200, bk_obs_pod_report(a, p));
 	if (streq(o, "verify"))
 		return bk_obs_verify(a, p, args);
+	if (streq(o, "metrics")) {
+		char *txt = bk_metrics_text(a, p);
+		cJSON *b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "text", txt ? txt : "");
+		free(txt);
+		cJSON *o2 = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o2, "status", 200);
+		cJSON_AddStringToObject(o2, "content_type", "text/plain; version=0.0.4; charset=utf-8");
+		cJSON_AddItemToObject(o2, "body", b);
+		char *s2 = cJSON_PrintUnformatted(o2);
+		cJSON_Delete(o2);
+		return s2;
+	}
 	if (streq(o, "configure"))
 		return bk_session_configure(a, p, args);
 	if (streq(o, "tool_call"))

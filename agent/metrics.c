@@ -64,7 +64,7 @@ static int count_sandbox(const struct bk_container_info *ci, void *ud)
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
-char *bk_metrics_text(struct bk_agent *a)
+char *bk_metrics_text(struct bk_agent *a, const struct bk_pod *only)
 {
 	struct buf b = { 0 };
 	char v[128];
@@ -97,6 +97,8 @@ char *bk_metrics_text(struct bk_agent *a)
 	put(&b, "# HELP boxkite_denials_total Connection attempts the BPF layer refused, by sandbox and reason.\n"
 		"# TYPE boxkite_denials_total counter\n");
 	for (int i = 0; i < a->n_deny; i++) {
+		if (only && (!streq(a->deny[i].pod, only->pod_name) || !streq(a->deny[i].ns, only->pod_namespace)))
+			continue;
 		char pod[256], ns[256];
 		esc(a->deny[i].pod, pod, sizeof(pod));
 		esc(a->deny[i].ns, ns, sizeof(ns));
@@ -153,7 +155,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	char *body;
 	const char *ctype = "text/plain; charset=utf-8";
 	if (streq(url, "/metrics")) {
-		body = bk_metrics_text(a);
+		body = bk_metrics_text(a, NULL);
 		ctype = "text/plain; version=0.0.4; charset=utf-8";
 	} else if (streq(url, "/readyz")) {
 		status = a->node_safe ? 200 : 503;

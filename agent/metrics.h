@@ -6,5 +6,6 @@
 
 int bk_metrics_start(struct bk_agent *a, const char *addr, char *err, size_t errlen);
 void bk_metrics_stop(void);
-/* The metrics text (caller frees). */
-char *bk_metrics_text(struct bk_agent *a);
+/* The metrics text (caller frees). With a pod, the per-sandbox series are
+ * limited to that pod (what its shim may show on GET /metrics). */
+char *bk_metrics_text(struct bk_agent *a, const struct bk_pod *only);

@@ -7,7 +7,7 @@
  *   SIDECAR_TLS_DISABLED     "true" -> plain HTTP; anything else -> TLS required
  *   SIDECAR_LISTEN           host:port, IPv4 or [IPv6] (default 0.0.0.0:8443)
  *   BOXKITE_AGENT_SOCKET     agent socket (default /run/boxkite/agent.sock)
- *   SIDECAR_MAX_BODY         bytes (default 10 MiB; see the clamp below)
+ *   SIDECAR_MAX_BODY         bytes (default 8 MiB - 64: one agent frame; see the clamp below)
  *   SIDECAR_MAX_CONCURRENT   requests in flight before 429 (default 32)
  *   SIDECAR_MAX_CONNECTIONS  open connections (default 2*concurrent+8)
  *   SIDECAR_CONN_TIMEOUT     seconds an idle/slow client may hold a

@@ -29,7 +29,7 @@
 
 #define SHIM_DEFAULT_LISTEN "0.0.0.0:8443"
 #define SHIM_DEFAULT_AGENT_SOCKET "/run/boxkite/agent.sock"
-#define SHIM_DEFAULT_MAX_BODY (10u * 1024u * 1024u)
+#define SHIM_DEFAULT_MAX_BODY (BK_REQ_MAX - 64u) /* what one agent frame can carry */
 #define SHIM_DEFAULT_MAX_CONCURRENT 32u
 #define SHIM_DEFAULT_CONN_TIMEOUT 30u
 #define SHIM_DEFAULT_DRAIN_TIMEOUT 30u
