@@ -352,7 +352,7 @@ static char *pod_op(struct bk_agent *a, const struct bk_pod *p, const char *o, c
 		free(txt);
 		cJSON *o2 = cJSON_CreateObject();
 		cJSON_AddNumberToObject(o2, "status", 200);
-		cJSON_AddStringToObject(o2, "content_type", "text/plain; version=0.0.4; charset=utf-8");
+		cJSON_AddStringToObject(o2, "content_type", "text/plain; version=0.0.4");
 		cJSON_AddItemToObject(o2, "body", b);
 		char *s2 = cJSON_PrintUnformatted(o2);
 		cJSON_Delete(o2);
