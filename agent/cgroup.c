@@ -8,18 +8,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static bool opt_has(const char *opts, const char *want)
-{
-	size_t wl = strlen(want);
-	for (const char *p = opts; *p;) {
-		const char *c = strchr(p, ',');
-		size_t l = c ? (size_t)(c - p) : strlen(p);
-		if (l == wl && memcmp(p, want, wl) == 0)
-			return true;
-		p += l + (c ? 1 : 0);
-	}
-	return false;
-}
 
 int bk_mountinfo_parse(const char *text, struct bk_cgroup_mounts *m)
 {
@@ -50,9 +38,9 @@ int bk_mountinfo_parse(const char *text, struct bk_cgroup_mounts *m)
 				if (fstype && streq(fstype, "cgroup2") && !m->v2[0] && strlen(mp) < sizeof(m->v2))
 					strcpy(m->v2, mp);
 				else if (fstype && streq(fstype, "cgroup") && super) {
-					if (opt_has(super, "pids") && !m->pids[0] && strlen(mp) < sizeof(m->pids))
+					if (csv_has(super, "pids") && !m->pids[0] && strlen(mp) < sizeof(m->pids))
 						strcpy(m->pids, mp);
-					if (opt_has(super, "memory") && !m->memory[0] && strlen(mp) < sizeof(m->memory))
+					if (csv_has(super, "memory") && !m->memory[0] && strlen(mp) < sizeof(m->memory))
 						strcpy(m->memory, mp);
 				}
 			}

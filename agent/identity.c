@@ -230,23 +230,11 @@ struct find_ctx {
 	bool found;
 };
 
-static bool ctrl_list_has(const char *ctrls, const char *want)
-{
-	size_t wl = strlen(want);
-	for (const char *p = ctrls; *p;) {
-		const char *c = strchr(p, ',');
-		size_t l = c ? (size_t)(c - p) : strlen(p);
-		if (l == wl && memcmp(p, want, wl) == 0)
-			return true;
-		p += l + (c ? 1 : 0);
-	}
-	return false;
-}
 
 static int find_cb(const char *ctrls, const char *path, void *ud)
 {
 	struct find_ctx *f = ud;
-	bool match = f->ctrl[0] ? ctrl_list_has(ctrls, f->ctrl) : ctrls[0] == '\0';
+	bool match = f->ctrl[0] ? csv_has(ctrls, f->ctrl) : ctrls[0] == '\0';
 	if (!match)
 		return 0;
 	if (copy_str(f->buf, f->len, path) < 0)

@@ -89,35 +89,41 @@ static int link_cb(const struct nlmsghdr *nlh, void *data)
 	return MNL_CB_OK;
 }
 
-int bk_netns_list(char names[][IFNAMSIZ], int max)
+/* Send one dump request and run cb over every answer (stack buffers only). */
+static int nl_dump(uint16_t type, uint8_t family, mnl_cb_t cb, void *data)
 {
 	_cleanup_close_ int fd = nl_open();
 	if (fd < 0)
 		return fd;
 	char buf[512] __attribute__((aligned(8)));
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-	nlh->nlmsg_type = RTM_GETLINK;
+	nlh->nlmsg_type = type;
 	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	uint32_t seq = (uint32_t)time(NULL) + 1;
+	uint32_t seq = (uint32_t)time(NULL) + type;
 	nlh->nlmsg_seq = seq;
 	struct rtgenmsg *rt = mnl_nlmsg_put_extra_header(nlh, sizeof(*rt));
-	rt->rtgen_family = AF_PACKET;
+	rt->rtgen_family = family;
 	int r = nl_send(fd, nlh);
 	if (r < 0)
 		return r;
-	struct list_ctx c = { .names = names, .max = max };
 	char rbuf[16384] __attribute__((aligned(8)));
 	for (;;) {
 		ssize_t n = recv(fd, rbuf, sizeof(rbuf), 0);
 		if (n < 0)
 			return -errno;
-		r = mnl_cb_run(rbuf, (size_t)n, seq, 0, link_cb, &c);
+		r = mnl_cb_run(rbuf, (size_t)n, seq, 0, cb, data);
 		if (r < 0)
 			return -errno;
 		if (r == MNL_CB_STOP)
-			break;
+			return 0;
 	}
-	return c.count;
+}
+
+int bk_netns_list(char names[][IFNAMSIZ], int max)
+{
+	struct list_ctx c = { .names = names, .max = max };
+	int r = nl_dump(RTM_GETLINK, AF_PACKET, link_cb, &c);
+	return r < 0 ? r : c.count;
 }
 
 struct addr_ctx {
@@ -159,33 +165,9 @@ static int addr_cb(const struct nlmsghdr *nlh, void *data)
 
 int bk_netns_addrs(unsigned char (*addrs)[16], int max)
 {
-	_cleanup_close_ int fd = nl_open();
-	if (fd < 0)
-		return fd;
-	char buf[512] __attribute__((aligned(8)));
-	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-	nlh->nlmsg_type = RTM_GETADDR;
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	uint32_t seq = (uint32_t)time(NULL) + 2;
-	nlh->nlmsg_seq = seq;
-	struct rtgenmsg *rt = mnl_nlmsg_put_extra_header(nlh, sizeof(*rt));
-	rt->rtgen_family = AF_UNSPEC;
-	int r = nl_send(fd, nlh);
-	if (r < 0)
-		return r;
 	struct addr_ctx c = { .addrs = addrs, .max = max };
-	char rbuf[16384] __attribute__((aligned(8)));
-	for (;;) {
-		ssize_t n = recv(fd, rbuf, sizeof(rbuf), 0);
-		if (n < 0)
-			return -errno;
-		r = mnl_cb_run(rbuf, (size_t)n, seq, 0, addr_cb, &c);
-		if (r < 0)
-			return -errno;
-		if (r == MNL_CB_STOP)
-			break;
-	}
-	return c.count;
+	int r = nl_dump(RTM_GETADDR, AF_UNSPEC, addr_cb, &c);
+	return r < 0 ? r : c.count;
 }
 
 int bk_netns_lo_addr_add(int family, const unsigned char *addr)

@@ -100,3 +100,16 @@ int mkdir_p(const char *path, mode_t mode)
 		return -errno;
 	return 0;
 }
+
+bool csv_has(const char *list, const char *item)
+{
+	size_t wl = strlen(item);
+	for (const char *p = list; *p;) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+		if (l == wl && memcmp(p, item, wl) == 0)
+			return true;
+		p += l + (c ? 1 : 0);
+	}
+	return false;
+}

@@ -56,6 +56,8 @@ static inline bool startswith(const char *s, const char *prefix)
 	return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+/* Whether a comma-separated list holds item exactly ("rw,pids" has "pids"). */
+bool csv_has(const char *list, const char *item);
 /* Read a whole (small) file. Returns 0 and a NUL-terminated buffer, or
  * -errno; -EFBIG when it is larger than max. */
 int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *len);

@@ -119,10 +119,12 @@ x 'printf "ok \377\376 end\n" > /workspace/latin.txt' >/dev/null
 req view "$(P latin.txt)"
 check "view of invalid UTF-8: 200, replaced by U+FFFD" test "$(st) $(b .content)" = "200 ok �� end"
 # many helpers at once (fork from several agent threads)
+pids=()
 for i in $(seq 1 16); do
 	"$CTL" call --socket "$T/admin.sock" view '{"sandbox":"fs1","path":"notes/hello.txt"}' > "$T/par-$i.json" &
+	pids+=($!)
 done
-wait
+wait "${pids[@]}"
 check "16 concurrent views all answered 200" test "$(cat "$T"/par-*.json | jq -r .status | sort | uniq -c | awk '{print $1":"$2}')" = "16:200"
 req view "$(P nothing/here.txt)"
 check "missing file: 404 not_found" test "$(st) $(b .code)" = "404 not_found"

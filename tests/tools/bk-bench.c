@@ -49,8 +49,12 @@ static void *exec_worker(void *arg)
 		char *resp = NULL;
 		int r = bk_call(fd, req, strlen(req), &resp, NULL);
 		w->lat[i] = now_ns() - t0;
-		if (r < 0 || !strstr(resp, "\"status\":200") || !strstr(resp, "\"exit_code\":0"))
+		if (r < 0 || !strstr(resp, "\"status\":200") || !strstr(resp, "\"exit_code\":0")) {
+			if (!w->errors)
+				fprintf(stderr, "bk-bench: first error (%.1f ms): %.600s\n", w->lat[i] / 1e6,
+					r < 0 ? strerror(-r) : resp);
 			w->errors++;
+		}
 		free(resp);
 	}
 	close(fd);
