@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -222,13 +223,64 @@ static int find_cb(const struct bk_container_info *ci, void *ud)
 	return 0;
 }
 
+#define CACHE_N 64
+static struct {
+	char key[600];
+	char id[BK_ID_MAX + 1];
+} cache[CACHE_N];
+static unsigned cache_next;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool cache_get(const char *key, char *id)
+{
+	bool hit = false;
+	pthread_mutex_lock(&cache_lock);
+	for (int i = 0; i < CACHE_N && !hit; i++)
+		if (cache[i].key[0] && streq(cache[i].key, key)) {
+			strcpy(id, cache[i].id);
+			hit = true;
+		}
+	pthread_mutex_unlock(&cache_lock);
+	return hit;
+}
+
+static void cache_put(const char *key, const char *id)
+{
+	pthread_mutex_lock(&cache_lock);
+	int slot = -1;
+	for (int i = 0; i < CACHE_N; i++)
+		if (streq(cache[i].key, key))
+			slot = i;
+	if (slot < 0)
+		slot = (int)(cache_next++ % CACHE_N);
+	snprintf(cache[slot].key, sizeof(cache[slot].key), "%s", key);
+	snprintf(cache[slot].id, sizeof(cache[slot].id), "%s", id);
+	pthread_mutex_unlock(&cache_lock);
+}
+
 /* Open and verify the sandbox container of the pod in p->pod_uid (or by
  * name). Fills p->sandbox, p->sandbox_pidfd, cgroup paths, uid/gid. */
 static int open_sandbox(const struct bk_config *c, struct bk_pod *p, const char *name, const char *ns, char *err,
 			size_t errlen)
 {
 	struct find_sandbox f = { .c = c, .pod_uid = name ? NULL : p->pod_uid, .pod_name = name, .pod_ns = ns };
-	bk_runtime_each(c, find_cb, &f);
+	char key[600];
+	snprintf(key, sizeof(key), "%s|%s|%s", name ? "" : p->pod_uid, name ? name : "", ns ? ns : "");
+	/* Scanning every container's state.json costs ~50 us per container:
+	 * remember which container answered, and re-check only that one (a
+	 * restarted container has a new id, so a miss means a full scan). */
+	char cached[BK_ID_MAX + 1];
+	if (cache_get(key, cached)) {
+		struct bk_container_info ci;
+		if (read_state(c, cached, &ci) == 0)
+			find_cb(&ci, &f);
+	}
+	if (f.matches != 1) {
+		f.matches = 0;
+		bk_runtime_each(c, find_cb, &f);
+		if (f.matches == 1)
+			cache_put(key, f.found.id);
+	}
 	if (f.matches == 0) {
 		P_ERR("no \"%s\" container found for this pod", c->sandbox_container);
 		return -ENOENT;
