@@ -14,6 +14,8 @@
 #define MAX_SECRETS 64
 #define MAX_SECRET_BYTES (64u * 1024u)
 
+__thread int bk_api_client_fd = -1;
+
 const double bk_hist_bounds[BK_HIST_BUCKETS] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 						  0.1,   0.25,   0.5,   1,    5,     30 };
 
@@ -214,7 +216,7 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 	}
 	struct bk_exec_req req = {
 		.command = ea.command, .timeout_s = ea.timeout, .cwd = ea.cwd, .env = envp, .out_cap = a->cfg.output_cap,
-		.profile = prof,
+		.profile = prof, .client_fd = bk_api_client_fd,
 	};
 	struct bk_exec_result *res = calloc(1, sizeof(*res));
 	if (!res)
@@ -263,7 +265,8 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 		a->hist[bi]++;
 		a->hist_sum += res->duration_ms / 1000.0;
 		pthread_mutex_unlock(&a->stats_lock);
-		cJSON_AddStringToObject(audit, "outcome", res->timed_out ? "timeout" : "completed");
+		cJSON_AddStringToObject(audit, "outcome", res->requester_gone ? "requester_gone" :
+							  res->timed_out ? "timeout" : "completed");
 		cJSON_AddNumberToObject(audit, "exit_code", res->exit_code);
 		cJSON_AddStringToObject(audit, "netns", res->fresh_netns ? "fresh" : "pod");
 		cJSON_AddStringToObject(audit, "policy", res->policy);

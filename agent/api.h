@@ -43,6 +43,9 @@ enum bk_caller_kind { BK_CALLER_SHIM, BK_CALLER_ADMIN };
  * the kernel-derived identity for shim callers (NULL for admin). */
 char *bk_api_handle(struct bk_agent *a, enum bk_caller_kind kind, const struct bk_pod *caller, const char *req,
 		    size_t len);
+/* The connection of the request being handled on this thread (-1: none). */
+extern __thread int bk_api_client_fd;
+
 /* {"status": status, "body": body} (body taken over). */
 char *bk_api_respond(int status, cJSON *body);
 /* The exec operation (API.md /exec) on a resolved pod. */

@@ -815,11 +815,13 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	int status = 0;
 	char buf[65536];
 	while (!(exited && out_eof && err_eof)) {
-		struct pollfd pf[3];
-		int np = 0, io = -1, ie = -1, ip = -1;
+		struct pollfd pf[4];
+		int np = 0, io = -1, ie = -1, ip = -1, ic = -1;
 		if (!out_eof) { io = np; pf[np++] = (struct pollfd){ .fd = out_p[0], .events = POLLIN }; }
 		if (!err_eof) { ie = np; pf[np++] = (struct pollfd){ .fd = err_p[0], .events = POLLIN }; }
 		if (!exited) { ip = np; pf[np++] = (struct pollfd){ .fd = pidfd, .events = POLLIN }; }
+		/* nobody is left to read the answer: do not leave the exec running */
+		if (req->client_fd >= 0 && !killed) { ic = np; pf[np++] = (struct pollfd){ .fd = req->client_fd, .events = POLLRDHUP }; }
 		uint64_t now = now_ns();
 		uint64_t until = killed ? kill_deadline : deadline;
 		int to = until > now ? (int)((until - now) / 1000000) + 1 : 0;
@@ -834,6 +836,12 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 			killed = true;
 			kill_deadline = now_ns() + 5000000000ull;
 			continue;
+		}
+		if (ic >= 0 && (pf[ic].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+			res->requester_gone = true;
+			bk_exec_cg_kill(&cg, 0);
+			killed = true;
+			kill_deadline = now_ns() + 5000000000ull;
 		}
 		for (int k = 0; k < 2; k++) {
 			int idx = k == 0 ? io : ie;

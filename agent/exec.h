@@ -64,6 +64,7 @@ struct bk_exec_req {
 	char *const *env;             /* "K=V", NULL-terminated */
 	uint64_t out_cap;
 	const struct bk_profile *profile; /* egress profile (selected by the caller) */
+	int client_fd;                /* the requester's connection (-1: none): its hang-up kills the exec */
 };
 
 struct bk_exec_result {
@@ -87,6 +88,7 @@ struct bk_exec_result {
 	int n_progs;
 	struct bk_prog_desc progs[BK_NPROGS];
 	bool bpf_held;                /* all programs still attached when the command ended */
+	bool requester_gone;          /* killed because the requester hung up */
 	uint32_t uid, gid;
 	char policy[64];
 	char policy_digest[65];

@@ -4,30 +4,34 @@
  *
  * Every operation runs in a short-lived helper process:
  *
- *   agent thread --fork--> helper
- *                           close every inherited descriptor but two
- *                           setns(sandbox pidfd, CLONE_NEWNS)   (mount ns only)
- *                           drop to the sandbox user: no groups, no caps,
- *                           no_new_privs, not dumpable, dies with its parent
- *                           open the allowed root (no symlink on the way),
- *                           resolve the rest with openat2(rootfd, rel,
- *                           RESOLVE_IN_ROOT | NO_MAGICLINKS | NO_XDEV)
- *                           do the work, write records on a pipe, _exit
- *   agent thread <- records (result JSON; file bytes to hash) <- helper
+ *   agent thread --posix_spawn(/proc/self/exe, argv[0] "boxkite-file-helper")
+ *                  fd 3: the validated request (sealed memfd)
+ *                  fd 4: the result pipe      fd 5: the sandbox's pidfd
+ *   helper (a constructor, before main):
+ *                  setns(pidfd, CLONE_NEWNS)   (the mount namespace only)
+ *                  drop to the sandbox user: no groups, no caps,
+ *                  no_new_privs, not dumpable, dies with its parent
+ *                  open the allowed root (no symlink on the way),
+ *                  resolve the rest with openat2(rootfd, rel,
+ *                  RESOLVE_IN_ROOT | NO_MAGICLINKS | NO_XDEV)
+ *                  do the work, write records on the pipe, _exit
+ *   agent thread <- records (result JSON; file bytes to hash)
  *
  * The helper can therefore never do more than the sandbox user could do in
  * its own container, and a symlink (also one swapped in during the call)
  * never leads out of the root: RESOLVE_IN_ROOT makes "/" and ".." of every
  * link stop at the root, NO_MAGICLINKS refuses /proc/<pid>/root-style links,
  * NO_XDEV refuses mount crossings. The lexical check in vpath.c only gives
- * early, readable refusals.
+ * early, readable refusals (and is repeated in the helper).
  *
- * The helper is a fork() of a multi-threaded process: it runs only our own
- * code, which uses malloc (fork-safe in glibc) and cJSON (malloc only); no
- * OpenSSL (its locks may be held by another agent thread at fork time, and
- * its configuration would be read from the container's files) — file bytes
- * are streamed to the agent, which hashes them. No NSS, no locale, no
- * dlopen in the helper: nothing the container's files could configure. */
+ * Why exec and not a bare fork(): a fork of the multi-threaded agent would
+ * carry a copy of its whole heap (other pods' requests, secret_env values)
+ * into a process that runs as the sandbox user, and inherit any lock another
+ * thread held at that instant (libasan's allocator does deadlock there; so
+ * could any library's). The exec'd helper starts from a clean image.
+ * It uses no OpenSSL (file bytes are streamed to the agent, which hashes
+ * them), no NSS, no locale, no dlopen: nothing the container's files could
+ * configure. */
 #include "files.h"
 #include "log.h"
 #include "text.h"
@@ -43,7 +47,9 @@
 #include <poll.h>
 #include <regex.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -58,6 +64,12 @@
 #ifndef SYS_fchmodat2
 #define SYS_fchmodat2 452
 #endif
+#define HELPER_ARGV0 "boxkite-file-helper"
+#define REQ_MAX (64u << 20) /* serialized request (content is at most BK_REQ_MAX) */
+#define FD_REQ 3
+#define FD_CHAN 4
+#define FD_PIDFD 5
+
 #ifndef F_SETPIPE_SZ
 #define F_SETPIPE_SZ 1031
 #endif
@@ -113,6 +125,7 @@ struct freq {
 	uid_t uid;
 	gid_t gid;
 	int cap_last;
+	pid_t parent; /* the agent, for the helper's parent-death check */
 };
 
 static void freq_free(struct freq *q) { free(q->paths); }
@@ -1362,7 +1375,7 @@ static int drop_to_user(const struct freq *q)
 	return 0;
 }
 
-static _Noreturn void helper_main(const struct freq *q, int chan, int pidfd, pid_t parent)
+static _Noreturn void helper_main(const struct freq *q, int chan, int pidfd)
 {
 	struct hctx h = { .chan = chan, .rq = q, .budget_end = now_ns() + (uint64_t)WORK_BUDGET_MS * 1000000ull };
 	/* nothing of the agent's (sockets, BPF objects, other helpers' pipes)
@@ -1382,7 +1395,7 @@ static _Noreturn void helper_main(const struct freq *q, int chan, int pidfd, pid
 		h_fail(&h, 503, "isolation_failed", "cannot drop privileges to the sandbox user: %s", strerror(-r));
 	/* after the uid change (which clears it): die with the agent thread */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	if (getppid() != parent)
+	if (getppid() != q->parent)
 		_exit(5);
 	switch (q->op) {
 	case F_CREATE: op_create(&h);
@@ -1395,6 +1408,206 @@ static _Noreturn void helper_main(const struct freq *q, int chan, int pidfd, pid
 	case F_WIPE: op_wipe(&h);
 	}
 	h_fail(&h, 400, "unknown_op", "unknown file operation");
+}
+
+/* ---- the request across exec: our own JSON in a sealed memfd ----------------------------- */
+
+static cJSON *vpath_json(const struct bk_vpath *vp)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "abs", vp->abs);
+	cJSON_AddBoolToObject(o, "dir", vp->trailing_slash);
+	return o;
+}
+
+/* The helper parses the path again: the lexical rule holds on both sides. */
+static bool vpath_from(const cJSON *o, struct bk_vpath *vp)
+{
+	const cJSON *abs = cJSON_GetObjectItemCaseSensitive(o, "abs");
+	if (!cJSON_IsString(abs) || bk_vpath_parse(abs->valuestring, strlen(abs->valuestring), vp) < 0)
+		return false;
+	vp->trailing_slash = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "dir"));
+	return true;
+}
+
+static int req_to_memfd(const struct freq *q)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "op", q->op);
+	cJSON_AddItemToObject(o, "vp", vpath_json(&q->vp));
+	if (q->content)
+		cJSON_AddStringToObject(o, "content", q->content);
+	if (q->has_range) {
+		cJSON *r = cJSON_AddArrayToObject(o, "range");
+		cJSON_AddItemToArray(r, cJSON_CreateNumber((double)q->range_start));
+		cJSON_AddItemToArray(r, cJSON_CreateNumber((double)q->range_end));
+	}
+	if (q->old_str)
+		cJSON_AddStringToObject(o, "old", q->old_str);
+	if (q->new_str)
+		cJSON_AddStringToObject(o, "new", q->new_str);
+	cJSON_AddBoolToObject(o, "all", q->replace_all);
+	if (q->pattern)
+		cJSON_AddStringToObject(o, "pattern", q->pattern);
+	if (q->glob)
+		cJSON_AddStringToObject(o, "glob", q->glob);
+	cJSON_AddNumberToObject(o, "max", (double)q->max_matches);
+	cJSON *paths = cJSON_AddArrayToObject(o, "paths");
+	for (size_t i = 0; i < q->npaths; i++)
+		cJSON_AddItemToArray(paths, vpath_json(&q->paths[i]));
+	cJSON_AddNumberToObject(o, "uid", q->uid);
+	cJSON_AddNumberToObject(o, "gid", q->gid);
+	cJSON_AddNumberToObject(o, "cap_last", q->cap_last);
+	cJSON_AddNumberToObject(o, "parent", q->parent);
+	_cleanup_free_ char *txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (!txt)
+		return -ENOMEM;
+	size_t len = strlen(txt);
+	if (len > REQ_MAX)
+		return -E2BIG;
+	_cleanup_close_ int fd = memfd_create("bk-file-request", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(fd, txt + off, len - off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		off += (size_t)w;
+	}
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
+	    lseek(fd, 0, SEEK_SET) < 0)
+		return -errno;
+	return steal_fd(&fd);
+}
+
+static bool num_in(const cJSON *v, double lo, double hi)
+{
+	return cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble <= hi;
+}
+
+/* Rebuild the request in the helper; its strings point into *keep. */
+static int req_from_fd(int fd, struct freq *q, cJSON **keep)
+{
+	char *txt;
+	size_t len;
+	int r = read_all(fd, REQ_MAX, &txt, &len);
+	if (r < 0)
+		return r;
+	cJSON *o = cJSON_ParseWithLength(txt, len);
+	free(txt);
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		return -EPROTO;
+	}
+	*keep = o;
+	memset(q, 0, sizeof(*q));
+#define F(k) cJSON_GetObjectItemCaseSensitive(o, k)
+	if (!num_in(F("op"), F_CREATE, F_WIPE) || !num_in(F("uid"), 1, 4294967294.0) ||
+	    !num_in(F("gid"), 0, 4294967294.0) || !num_in(F("cap_last"), 0, 63) || !num_in(F("parent"), 1, 4194304) ||
+	    !num_in(F("max"), 0, GREP_MATCH_MAX))
+		return -EPROTO;
+	q->op = (enum fop)F("op")->valueint;
+	q->uid = (uid_t)F("uid")->valuedouble;
+	q->gid = (gid_t)F("gid")->valuedouble;
+	q->cap_last = F("cap_last")->valueint;
+	q->parent = (pid_t)F("parent")->valueint;
+	q->max_matches = F("max")->valueint;
+	if (q->op != F_WIPE && q->op != F_PRESENT && !vpath_from(F("vp"), &q->vp))
+		return -EPROTO;
+	const cJSON *v;
+	if ((v = F("content")) && cJSON_IsString(v)) {
+		q->content = v->valuestring;
+		q->content_len = strlen(v->valuestring);
+	}
+	if ((v = F("range"))) {
+		if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !num_in(cJSON_GetArrayItem(v, 0), 1, 1LL << 40) ||
+		    !num_in(cJSON_GetArrayItem(v, 1), -1, 1LL << 40))
+			return -EPROTO;
+		q->has_range = true;
+		q->range_start = (long long)cJSON_GetArrayItem(v, 0)->valuedouble;
+		q->range_end = (long long)cJSON_GetArrayItem(v, 1)->valuedouble;
+	}
+	if ((v = F("old")) && cJSON_IsString(v)) {
+		q->old_str = v->valuestring;
+		q->old_len = strlen(v->valuestring);
+	}
+	if ((v = F("new")) && cJSON_IsString(v)) {
+		q->new_str = v->valuestring;
+		q->new_len = strlen(v->valuestring);
+	}
+	q->replace_all = cJSON_IsTrue(F("all"));
+	if ((v = F("pattern")) && cJSON_IsString(v))
+		q->pattern = v->valuestring;
+	if ((v = F("glob")) && cJSON_IsString(v))
+		q->glob = v->valuestring;
+	const cJSON *paths = F("paths");
+	int np = cJSON_GetArraySize(paths);
+	if (np < 0 || np > PRESENT_MAX)
+		return -EPROTO;
+	if (np) {
+		q->paths = calloc((size_t)np, sizeof(*q->paths));
+		if (!q->paths)
+			return -ENOMEM;
+		cJSON_ArrayForEach(v, paths)
+		{
+			if (!vpath_from(v, &q->paths[q->npaths]) || bk_vpath_is_root(&q->paths[q->npaths]))
+				return -EPROTO;
+			q->npaths++;
+		}
+	}
+#undef F
+	/* what each operation cannot do without */
+	switch (q->op) {
+	case F_CREATE:
+		if (!q->content || !q->vp.writable)
+			return -EPROTO;
+		break;
+	case F_STR_REPLACE:
+		if (!q->old_str || !q->old_len || !q->new_str || !q->vp.writable)
+			return -EPROTO;
+		break;
+	case F_GLOB:
+		if (!q->pattern || bk_glob_check(q->pattern) < 0)
+			return -EPROTO;
+		break;
+	case F_GREP:
+		if (!q->pattern || q->max_matches < 1 || (q->glob && bk_glob_check(q->glob) < 0))
+			return -EPROTO;
+		break;
+	case F_PRESENT:
+		if (!q->npaths)
+			return -EPROTO;
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+/* The helper's entry: runs before main() when the agent binary is exec'd
+ * as HELPER_ARGV0 (glibc passes argc/argv to ELF constructors). Anyone may
+ * start the binary so; without CAP_SYS_ADMIN over the pidfd on fd 5 the
+ * helper only reports that it could not enter the container. */
+__attribute__((constructor)) static void file_helper_entry(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	if (argc != 1 || !argv || !argv[0] || !streq(argv[0], HELPER_ARGV0))
+		return;
+	syscall(SYS_close_range, FD_PIDFD + 1, ~0U, 0);
+	struct freq *q = calloc(1, sizeof(*q));
+	cJSON *keep = NULL;
+	struct hctx h = { .chan = FD_CHAN, .rq = q };
+	if (!q)
+		_exit(3);
+	int r = req_from_fd(FD_REQ, q, &keep);
+	close(FD_REQ);
+	if (r < 0)
+		h_fail(&h, 500, "helper_failed", "the file helper got a malformed request: %s", strerror(-r));
+	helper_main(q, FD_CHAN, FD_PIDFD);
 }
 
 /* ======================================================================================
@@ -1483,20 +1696,56 @@ static int run_helper(const struct bk_pod *pod, const struct freq *q, struct has
 	}
 	_cleanup_close_ int rd = p[0];
 	(void)fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
+	_cleanup_close_ int reqfd = req_to_memfd(q);
+	if (reqfd < 0) {
+		int e = -reqfd;
 		close(p[1]);
-		snprintf(res->err, sizeof(res->err), "cannot fork the file helper: %s", strerror(e));
+		snprintf(res->err, sizeof(res->err), "cannot pass the request to the file helper: %s", strerror(e));
 		return -e;
 	}
-	if (pid == 0)
-		helper_main(q, p[1], pod->sandbox_pidfd, parent);
+	/* move the three descriptors out of the way of fds 3..5 first, so
+	 * the dup2 actions cannot clobber one another */
+	_cleanup_close_ int a_req = fcntl(reqfd, F_DUPFD_CLOEXEC, 100);
+	_cleanup_close_ int a_chan = fcntl(p[1], F_DUPFD_CLOEXEC, 100);
+	_cleanup_close_ int a_pid = fcntl(pod->sandbox_pidfd, F_DUPFD_CLOEXEC, 100);
 	close(p[1]);
+	pid_t pid = -1;
+	int e = 0;
+	if (a_req < 0 || a_chan < 0 || a_pid < 0) {
+		e = errno;
+	} else {
+		posix_spawn_file_actions_t fa;
+		posix_spawnattr_t at;
+		sigset_t none, dfl;
+		sigemptyset(&none);
+		sigemptyset(&dfl);
+		sigaddset(&dfl, SIGPIPE);
+		posix_spawn_file_actions_init(&fa);
+		posix_spawnattr_init(&at);
+		posix_spawn_file_actions_adddup2(&fa, a_req, FD_REQ);
+		posix_spawn_file_actions_adddup2(&fa, a_chan, FD_CHAN);
+		posix_spawn_file_actions_adddup2(&fa, a_pid, FD_PIDFD);
+		posix_spawn_file_actions_addclosefrom_np(&fa, FD_PIDFD + 1);
+		posix_spawnattr_setsigmask(&at, &none);
+		posix_spawnattr_setsigdefault(&at, &dfl);
+		posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+		char *argv[] = { HELPER_ARGV0, NULL };
+		char *envp[] = { NULL };
+		/* /proc/self/exe: the running agent's own image, even when the
+		 * file on disk was replaced by an upgrade */
+		e = posix_spawn(&pid, "/proc/self/exe", &fa, &at, argv, envp);
+		posix_spawn_file_actions_destroy(&fa);
+		posix_spawnattr_destroy(&at);
+	}
+	closep(&a_chan);
+	a_chan = -1;
+	if (e) {
+		snprintf(res->err, sizeof(res->err), "cannot start the file helper: %s", strerror(e));
+		return -e;
+	}
 	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
-		int e = errno;
+		e = errno;
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		snprintf(res->err, sizeof(res->err), "cannot open a pidfd for the file helper: %s", strerror(e));
@@ -1833,6 +2082,7 @@ static char *run_op(struct bk_agent *a, const struct bk_pod *pod, enum fop op, c
 		q->uid = pod->uid;
 		q->gid = pod->gid;
 		q->cap_last = a->engine.cap_last > 0 ? a->engine.cap_last : 63;
+		q->parent = getpid();
 		struct hashes hs = { 0 };
 		struct hres res;
 		int r = run_helper(pod, q, op == F_PRESENT ? &hs : NULL, &res);

@@ -160,6 +160,8 @@ static int realpath_fd(int rootfd, const char *path, char *out, size_t outlen, i
 				return -errno;
 			if ((size_t)tl >= sizeof(tgt))
 				return -ENAMETOOLONG;
+			if (tl == 0)
+				return -ENOENT; /* as the kernel */
 			closep(&cur);
 			cur = -1;
 			/* rem := target + "/" + rest */

@@ -3,6 +3,7 @@
  * (shims; the caller's identity comes from the kernel) and the admin socket
  * (root only), and runs every exec in its own isolation context. */
 #include <fcntl.h>
+#include <sched.h>
 #include <stddef.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -87,6 +88,7 @@ static void *conn_main(void *arg)
 				send_text(fd, bk_api_error(400, "bad_frame", "%s", bk_proto_strerror(r)));
 			break;
 		}
+		bk_api_client_fd = fd;
 		char *resp = refused ? bk_api_error(403, "caller_refused", "%s", why)
 				     : bk_api_handle(&agent, kind, kind == BK_CALLER_SHIM ? &pod : NULL, req, len);
 		free(req);
@@ -198,6 +200,20 @@ int main(int argc, char **argv)
 	int sfd = signalfd(-1, &ss, SFD_CLOEXEC);
 
 	agent.start_ns = now_ns();
+	/* /proc/PID/cgroup paths are relative to the reader's cgroup
+	 * namespace. A containerized agent (hostPID) joins the host's, so that
+	 * every path it reads maps onto the host hierarchy it mounted. */
+	struct stat self_cg, init_cg;
+	if (stat("/proc/self/ns/cgroup", &self_cg) == 0 && stat("/proc/1/ns/cgroup", &init_cg) == 0 &&
+	    self_cg.st_ino != init_cg.st_ino) {
+		int cfd = open("/proc/1/ns/cgroup", O_RDONLY | O_CLOEXEC);
+		if (cfd < 0 || setns(cfd, CLONE_NEWCGROUP) < 0) {
+			fprintf(stderr, "boxkite-agent: cannot join the host cgroup namespace (needs hostPID and CAP_SYS_ADMIN): %s\n",
+				strerror(errno));
+			return 1;
+		}
+		close(cfd);
+	}
 	/* One agent per set of pins: a second one would unpin and "recover"
 	 * the first one's live execs. An abstract socket is released by the
 	 * kernel when its owner dies, even by SIGKILL. */

@@ -93,6 +93,12 @@ check "timeout: timed_out true" test "$(j .timed_out)" = true
 check "timeout: returned within 3 s" test "$(j '.duration_ms < 3000')" = true
 check "timeout: nothing of it survives" sh -c "! pgrep -f 'sleep 1234[.]7' >/dev/null"
 
+"$CTL" --admin-socket "$T/admin.sock" exec ex1 --timeout 60 -- sleep 1234.8 >/dev/null 2>&1 & cp=$!
+for _ in $(seq 1 50); do pgrep -f '^sleep 1234[.]8' >/dev/null && break; sleep 0.05; done
+kill -9 $cp; wait $cp 2>/dev/null
+for _ in $(seq 1 40); do pgrep -f '^sleep 1234[.]8' >/dev/null || break; sleep 0.05; done
+check "a requester that hangs up takes its exec with it" sh -c "! pgrep -f '^sleep 1234[.]8' >/dev/null"
+
 bk_exec ex1 -- python3 -c 'b = bytearray(900 * 1024 * 1024); print("survived")'
 check "memory hog killed by the memory cap" sh -c "test \"$(j .exit_code)\" = 137 && ! grep -q survived $T/last.json"
 
