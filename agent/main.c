@@ -133,7 +133,8 @@ static int listen_unix(const char *path, mode_t mode)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: boxkite-agent [--config FILE] [--socket PATH] [--admin-socket PATH]\n"
-		   "                     [--state-dir DIR] [--bpffs DIR] [--runtime-root DIR]... [--metrics ADDR]\n");
+		   "                     [--state-dir DIR] [--bpffs DIR] [--runtime-root DIR]... [--metrics ADDR]\n"
+		   "                     [--check-config]\n");
 }
 
 int main(int argc, char **argv)
@@ -145,6 +146,7 @@ int main(int argc, char **argv)
 		{ "admin-socket", required_argument, NULL, 'a' }, { "state-dir", required_argument, NULL, 'd' },
 		{ "bpffs", required_argument, NULL, 'b' },      { "runtime-root", required_argument, NULL, 'r' },
 		{ "metrics", required_argument, NULL, 'm' },    { "help", no_argument, NULL, 'h' },
+		{ "check-config", no_argument, NULL, 'C' },
 		{ 0 },
 	};
 	/* the config file first, flags override it */
@@ -155,6 +157,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	int o, nroots = 0;
+	bool check_only = false;
 	char roots[BK_MAX_ROOTS][256];
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		const char *v = optarg;
@@ -173,6 +176,7 @@ int main(int argc, char **argv)
 			snprintf(roots[nroots++], sizeof(roots[0]), "%s", v);
 			break;
 		case 'h': usage(stdout); return 0;
+		case 'C': check_only = true; break;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -186,6 +190,12 @@ int main(int argc, char **argv)
 	} else if (!c->n_roots) {
 		strcpy(c->runtime_roots[c->n_roots++], "/run/containerd/runc/k8s.io");
 		strcpy(c->runtime_roots[c->n_roots++], "/run/runc");
+	}
+	if (check_only) {
+		/* the config parsed above (errors exit earlier): say what it means */
+		printf("config ok: %d profile(s), default \"%s\", layers netns=%s bpf=%s\n", c->policy.n,
+		       c->policy.default_profile, c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off");
+		return 0;
 	}
 	if (geteuid() != 0) {
 		fprintf(stderr, "boxkite-agent: must run as root (BPF, cgroups, namespaces)\n");
