@@ -1691,8 +1691,9 @@ static int run_helper(const struct bk_pod *pod, const struct freq *q, struct has
 	memset(res, 0, sizeof(*res));
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0) {
-		snprintf(res->err, sizeof(res->err), "cannot create a pipe: %s", strerror(errno));
-		return -errno;
+		int pe = errno;
+		snprintf(res->err, sizeof(res->err), "cannot create a pipe: %s", strerror(pe));
+		return -pe;
 	}
 	_cleanup_close_ int rd = p[0];
 	(void)fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
@@ -1782,8 +1783,7 @@ static int run_helper(const struct bk_pod *pod, const struct freq *q, struct has
 			break;
 		}
 		if (n == 0) {
-			/* the helper died without its end record (or another
-			 * fork still holds the write end: the pidfd says) */
+			/* the helper closed its end without an end record */
 			eof = true;
 			break;
 		}

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 OUT=${FUZZ_OUT:-$ROOT/build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-ALL_TARGETS="frame cgroup state text config mountinfo"
+ALL_TARGETS="frame cgroup state text config mountinfo cmdparse"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
 
 CC=${FUZZ_CC:-}
@@ -42,6 +42,7 @@ srcs_of() {
 	frame) echo agent/lib/proto.c agent/lib/util.c ;;
 	cgroup | state) echo agent/identity.c agent/lib/util.c ;;
 	text) echo agent/text.c ;;
+	cmdparse) echo agent/cmdparse.c agent/vpath.c ;;
 	config)
 		# config.c hands the egress profiles to policy.c where it exists
 		if [ -f agent/policy.c ]; then
