@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "api.h"
+#include "cmdparse.h"
+#include "landlock.h"
 #include "metrics.h"
 #include "observe.h"
 #include "files.h"
@@ -8,6 +10,8 @@
 #include "text.h"
 #include "util.h"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 
 #define MAX_COMMAND (256u * 1024u)
@@ -156,7 +160,7 @@ static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_resu
 	}
 	cJSON_AddNumberToObject(iso, "pids_max", (double)r->pids_max);
 	cJSON_AddNumberToObject(iso, "memory_max", (double)r->memory_max);
-	cJSON_AddBoolToObject(iso, "landlock", false);
+	cJSON_AddBoolToObject(iso, "landlock", r->landlock);
 	cJSON_AddNumberToObject(iso, "uid", r->uid);
 	cJSON_AddNumberToObject(iso, "gid", r->gid);
 	cJSON_AddBoolToObject(iso, "no_new_privs", true);
@@ -177,6 +181,94 @@ static cJSON *out_string(char *raw, size_t len, const struct exec_args *ea, bool
 	cJSON *s = cJSON_CreateString(clean ? clean : "");
 	free(clean);
 	return s;
+}
+
+static char *landlock_error(const char *why)
+{
+	cJSON *b = cJSON_CreateObject();
+	char d[600];
+	snprintf(d, sizeof(d), "isolation could not be established (layer landlock): %s; the command did not run", why);
+	cJSON_AddStringToObject(b, "detail", d);
+	cJSON_AddStringToObject(b, "code", "isolation_failed");
+	cJSON_AddStringToObject(b, "layer", "landlock");
+	return bk_api_respond(503, b);
+}
+
+/* NULL when the command may run (then *landlock_fd is the ruleset, or -1
+ * when the session has no allowlist), else the refusal response. */
+static char *check_allowlist(struct bk_agent *a, const struct bk_pod *pod, const struct exec_args *ea,
+			     const char *path_env, int *landlock_fd)
+{
+	*landlock_fd = -1;
+	char **allowed = NULL;
+	if (bk_session_allowed(a, pod->pod_uid, &allowed) < 0)
+		return bk_api_error(503, "isolation_failed", "cannot read the session's allowed commands; the command did not run");
+	if (!allowed)
+		return NULL;
+	size_t n = 0;
+	while (allowed[n])
+		n++;
+	char *out = NULL;
+	char root[64];
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)pod->sandbox.init_pid);
+	int rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	char (*real)[PATH_MAX] = calloc(n ? n : 1, PATH_MAX);
+	const char **realp = calloc(n + 1, sizeof(*realp));
+	const char **okp = calloc(n + 1, sizeof(*okp));
+	size_t k = 0;
+	if (rootfd < 0 || !real || !realp || !okp) {
+		out = landlock_error("cannot open the sandbox container's root");
+		goto done;
+	}
+	struct bk_landlock_resolver rv = { .rootfd = rootfd, .cwd = ea->cwd ? ea->cwd : "/workspace", .path_env = path_env };
+	for (size_t i = 0; i < n; i++) {
+		realp[i] = bk_landlock_resolve(&rv, allowed[i], real[i], PATH_MAX) == 0 ? real[i] : NULL;
+		if (realp[i])
+			okp[k++] = realp[i];
+	}
+	struct bk_cmd_policy pol = { .names = (const char *const *)allowed, .real = realp, .n = n,
+				     .resolve = bk_landlock_resolve, .ud = &rv, .cwd = rv.cwd };
+	struct bk_cmd_result cr;
+	memset(&cr, 0, sizeof(cr));
+	int r = bk_cmd_check(ea->command, &pol, &cr);
+	if (r < 0) {
+		cJSON *lf = cJSON_CreateObject();
+		cJSON_AddStringToObject(lf, "pod", pod->pod_name);
+		cJSON_AddStringToObject(lf, "namespace", pod->pod_namespace);
+		cJSON_AddStringToObject(lf, "reason", cr.code ? cr.code : "refused");
+		bk_log_obj("warn", "exec_refused", lf);
+		cJSON *b = cJSON_CreateObject();
+		char d[400];
+		snprintf(d, sizeof(d), "command refused by the session's allowlist: %s", cr.reason[0] ? cr.reason : strerror(-r));
+		cJSON_AddStringToObject(b, "detail", d);
+		cJSON_AddStringToObject(b, "code", "command_not_allowed");
+		cJSON_AddStringToObject(b, "reason", cr.code ? cr.code : "refused");
+		out = bk_api_respond(r == -EPERM ? 403 : 400, b);
+		goto done;
+	}
+	if (!a->cfg.layer_landlock)
+		goto done; /* turned off by the operator (logged at start): parser only */
+	if (streq(a->cfg.fault, "landlock")) {
+		out = landlock_error("injected fault");
+		goto done;
+	}
+	if (bk_landlock_abi() <= 0) {
+		out = landlock_error("the kernel has no Landlock");
+		goto done;
+	}
+	r = bk_landlock_ruleset_at(rootfd, okp, k, landlock_fd);
+	if (r < 0) {
+		*landlock_fd = -1;
+		out = landlock_error(strerror(-r));
+	}
+done:
+	if (rootfd >= 0)
+		close(rootfd);
+	free(real);
+	free(realp);
+	free(okp);
+	bk_strv_free(allowed);
+	return out;
 }
 
 char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
@@ -214,14 +306,24 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 			free(owned[i]);
 		return bk_api_error(403, "unknown_profile", "%s; the command did not run", perr);
 	}
+	/* The session's command allowlist, enforced twice: a strict parser
+	 * here, and a Landlock execute allowlist in the kernel. */
+	int landlock_fd = -1;
+	char *refusal = check_allowlist(a, pod, &ea, envp[0] + 5, &landlock_fd);
+	if (refusal) {
+		for (size_t i = 0; i < ea.nsecrets; i++)
+			free(owned[i]);
+		return refusal;
+	}
 	struct bk_exec_req req = {
 		.command = ea.command, .timeout_s = ea.timeout, .cwd = ea.cwd, .env = envp, .out_cap = a->cfg.output_cap,
-		.profile = prof, .client_fd = bk_api_client_fd,
+		.profile = prof, .client_fd = bk_api_client_fd, .landlock_fd = landlock_fd,
 	};
 	struct bk_exec_result *res = calloc(1, sizeof(*res));
 	if (!res)
 		return bk_api_error(503, "out_of_memory", "out of memory");
 	int r = bk_exec_run(&a->engine, pod, &req, res);
+	closep(&landlock_fd);
 	for (size_t i = 0; i < ea.nsecrets; i++)
 		free(owned[i]);
 	cJSON *audit = cJSON_CreateObject();

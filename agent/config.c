@@ -22,6 +22,7 @@ void bk_config_defaults(struct bk_config *c)
 	c->output_cap = 1u << 20;
 	c->layer_netns = true;
 	c->layer_bpf = true;
+	c->layer_landlock = true;
 	bk_policy_defaults(&c->policy);
 	strcpy(c->targets[0], "169.254.169.254:80");
 	strcpy(c->targets[1], "10.96.0.1:443");
@@ -106,7 +107,7 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 					   "profile_selectors", "verify_targets", "selftest_interval", NULL };
 	static const char *const exec_keys[] = { "pids_max", "memory_max", "timeout_default", "timeout_max",
 						 "output_cap", NULL };
-	static const char *const layer_keys[] = { "netns", "bpf", NULL };
+	static const char *const layer_keys[] = { "netns", "bpf", "landlock", NULL };
 	static const char *const test_keys[] = { "allow_unsafe", "fault", NULL };
 	if ((r = check_keys(root, "the top level", top, err, errlen)) < 0)
 		goto out;
@@ -158,7 +159,8 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	if (lay) {
 		if (!cJSON_IsObject(lay) || (r = check_keys(lay, "\"layers\"", layer_keys, err, errlen)) < 0 ||
 		    (r = get_bool(lay, "netns", &c->layer_netns, err, errlen)) < 0 ||
-		    (r = get_bool(lay, "bpf", &c->layer_bpf, err, errlen)) < 0) {
+		    (r = get_bool(lay, "bpf", &c->layer_bpf, err, errlen)) < 0 ||
+		    (r = get_bool(lay, "landlock", &c->layer_landlock, err, errlen)) < 0) {
 			if (!err[0])
 				snprintf(err, errlen, "config: \"layers\" must be an object");
 			r = -EINVAL;

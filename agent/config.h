@@ -27,6 +27,7 @@ struct bk_config {
 	uint64_t output_cap;      /* bytes, each of stdout and stderr */
 	bool layer_netns;         /* fresh netns per exec */
 	bool layer_bpf;           /* BPF egress filters; false only with testing.allow_unsafe */
+	bool layer_landlock;      /* kernel execute allowlist for sessions with allowed_commands */
 	bool allow_unsafe;        /* testing switch: permits turning the BPF layer off */
 	char fault[32];           /* testing: inject a failure at "cgroup", "bpf", "netns", "setns" */
 	struct bk_policy_set policy; /* egress profiles */

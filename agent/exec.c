@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "exec.h"
+#include "landlock.h"
 #include "recover.h"
 #include "log.h"
 #include "util.h"
@@ -409,6 +410,7 @@ struct child_args {
 	int pids_procs, mem_procs;
 	bool fresh_netns;
 	int netns_fd;
+	int landlock_fd;
 	int cap_last;
 	const char *fault;
 	uid_t uid;
@@ -532,6 +534,9 @@ static _Noreturn void child_main(const struct child_args *a)
 	int dr = drop_privileges(a);
 	if (dr < 0)
 		child_fail(a, "container", "cannot drop privileges to the sandbox user", -dr);
+	/* the kernel's execute allowlist (no_new_privs is set above) */
+	if (a->landlock_fd >= 0 && (dr = bk_landlock_apply(a->landlock_fd)) < 0)
+		child_fail(a, "landlock", "cannot apply the Landlock execute allowlist", -dr);
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
 	struct __user_cap_data_struct data[2];
 	if (syscall(SYS_capget, &hdr, data) < 0)
@@ -735,7 +740,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	struct child_args ca = {
 		.info_fd = info_p[1], .out_fd = out_p[1], .err_fd = err_p[1], .devnull = e->devnull,
 		.pidfd = pod->sandbox_pidfd, .pids_procs = cg.pids_procs_fd, .mem_procs = cg.mem_procs_fd,
-		.fresh_netns = fresh, .netns_fd = netns_fd, .cap_last = e->cap_last, .fault = c->fault[0] ? c->fault : NULL,
+		.fresh_netns = fresh, .netns_fd = netns_fd, .landlock_fd = req->landlock_fd, .cap_last = e->cap_last, .fault = c->fault[0] ? c->fault : NULL,
 		.uid = pod->uid, .gid = pod->gid, .cwd = req->cwd ? req->cwd : "/workspace",
 		.argv = argv, .envp = req->env,
 	};
@@ -804,6 +809,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 		goto out;
 	}
 	res->t_us[2] = (uint32_t)((now_ns() - tp) / 1000);
+	res->landlock = req->landlock_fd >= 0;
 	res->netns_inode = last.netns_ino;
 	res->n_ifaces = last.n_if < BK_MAX_IFACES ? last.n_if : BK_MAX_IFACES;
 	memcpy(res->ifaces, last.ifaces, sizeof(res->ifaces));

@@ -65,6 +65,7 @@ struct bk_exec_req {
 	uint64_t out_cap;
 	const struct bk_profile *profile; /* egress profile (selected by the caller) */
 	int client_fd;                /* the requester's connection (-1: none): its hang-up kills the exec */
+	int landlock_fd;              /* Landlock ruleset to apply before execve (-1: none) */
 };
 
 struct bk_exec_result {
@@ -89,6 +90,7 @@ struct bk_exec_result {
 	struct bk_prog_desc progs[BK_NPROGS];
 	bool bpf_held;                /* all programs still attached when the command ended */
 	bool requester_gone;          /* killed because the requester hung up */
+	bool landlock;                /* the execute allowlist was applied */
 	uint32_t uid, gid;
 	char policy[64];
 	char policy_digest[65];

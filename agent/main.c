@@ -259,9 +259,9 @@ int main(int argc, char **argv)
 	int rec = bk_recover(&agent.engine);
 	if (rec > 0)
 		log_warn("recovery", "killed and removed %d exec(s) a previous agent left behind", rec);
-	if (!c->layer_netns || !c->layer_bpf)
-		log_warn("layer_disabled", "UNSAFE: layers turned off by configuration: netns=%s bpf=%s",
-			 c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off");
+	if (!c->layer_netns || !c->layer_bpf || !c->layer_landlock)
+		log_warn("layer_disabled", "UNSAFE: layers turned off by configuration: netns=%s bpf=%s landlock=%s",
+			 c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off", c->layer_landlock ? "on" : "off");
 	/* the node is unsafe until the first self-test passed */
 	bk_selftest_run(&agent);
 	if (bk_selftest_start(&agent) < 0)

@@ -213,7 +213,10 @@ static void *worker(void *arg)
 		int i = __atomic_fetch_add(&next_req, 1, __ATOMIC_RELAXED);
 		if (i >= G.n)
 			break;
-		int backoff_us = 500;
+		/* the shim closes the connection after a 429 (the body was not
+		 * read), so a retry costs a TLS handshake: back off with jitter */
+		unsigned seed = (unsigned)(i * 2654435761u);
+		int backoff_us = 2000;
 		for (;;) {
 			if (c->fd < 0 && conn_open(c, st) < 0) {
 				st->transport++;
@@ -237,8 +240,8 @@ static void *worker(void *arg)
 			}
 			if (code == 429) {
 				st->s429++;
-				usleep((useconds_t)backoff_us);
-				if (backoff_us < 20000)
+				usleep((useconds_t)(backoff_us + rand_r(&seed) % backoff_us));
+				if (backoff_us < 50000)
 					backoff_us *= 2;
 				continue;
 			}
