@@ -64,7 +64,7 @@ int bk_cgroup_discover(struct bk_cgroup_mounts *m)
 	snprintf(path, sizeof(path), "%s/cgroup.controllers", m->v2);
 	if (read_file_at(AT_FDCWD, path, 4096, &ctrls, NULL) == 0) {
 		/* controllers are space separated */
-		for (char *t = strtok(ctrls, " \n"); t; t = strtok(NULL, " \n")) {
+		for (char *sv = NULL, *t = strtok_r(ctrls, " \n", &sv); t; t = strtok_r(NULL, " \n", &sv)) {
 			if (streq(t, "pids"))
 				m->v2_pids = true;
 			if (streq(t, "memory"))
@@ -221,7 +221,7 @@ static void kill_v1(const char *dir)
 	_cleanup_free_ char *txt = NULL;
 	if (read_file_at(AT_FDCWD, p, 1 << 20, &txt, NULL) < 0)
 		return;
-	for (char *t = strtok(txt, "\n"); t; t = strtok(NULL, "\n")) {
+	for (char *sv = NULL, *t = strtok_r(txt, "\n", &sv); t; t = strtok_r(NULL, "\n", &sv)) {
 		uint64_t pid;
 		if (parse_u64(t, &pid) == 0 && pid > 1)
 			kill((pid_t)pid, SIGKILL);

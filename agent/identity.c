@@ -46,7 +46,7 @@ int bk_pod_uid_canon(const char *in, size_t n, char out[BK_UID_LEN + 1])
 static int split_path(char *p, char **comp, int max)
 {
 	int n = 0;
-	for (char *s = strtok(p, "/"); s; s = strtok(NULL, "/")) {
+	for (char *sv = NULL, *s = strtok_r(p, "/", &sv); s; s = strtok_r(NULL, "/", &sv)) {
 		if (n == max)
 			return -E2BIG;
 		comp[n++] = s;

@@ -109,7 +109,7 @@ int bk_proc_starttime(pid_t pid, unsigned long long *st)
 		return -EINVAL;
 	/* fields after comm: state(3) ... starttime is field 22 */
 	int field = 2;
-	for (char *t = strtok(s + 1, " "); t; t = strtok(NULL, " ")) {
+	for (char *sv = NULL, *t = strtok_r(s + 1, " ", &sv); t; t = strtok_r(NULL, " ", &sv)) {
 		field++;
 		if (field == 22) {
 			uint64_t v;

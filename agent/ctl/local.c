@@ -199,6 +199,10 @@ static int make_rootfs(const char *root)
 		if (symlink(links[i][1], p) < 0 && errno != EEXIST)
 			return -errno;
 	}
+	/* runc gives a tmpfs the mode of its mount point: /tmp must be 1777 */
+	snprintf(p, sizeof(p), "%s/tmp", root);
+	if (chmod(p, 01777) < 0)
+		return -errno;
 	return 0;
 }
 

@@ -125,7 +125,8 @@ for i in $(seq 1 16); do
 	pids+=($!)
 done
 wait "${pids[@]}"
-check "16 concurrent views all answered 200" test "$(cat "$T"/par-*.json | jq -r .status | sort | uniq -c | awk '{print $1":"$2}')" = "16:200"
+par=$(cat "$T"/par-*.json | jq -c '[.status, .body.code]' | sort | uniq -c | awk '{print $1":"$2}' | tr '\n' ' ')
+check "16 concurrent views all answered 200 ($par)" test "$par" = '16:[200,null] '
 req view "$(P nothing/here.txt)"
 check "missing file: 404 not_found" test "$(st) $(b .code)" = "404 not_found"
 req str_replace '{"path":"missing.txt","old_str":"a","new_str":"b"}'
@@ -220,6 +221,8 @@ x "cd /workspace && mkdir -p deep/a/b && echo inside > inside.txt &&
    ln -s /mnt/user-data/outputs/x outputs-link &&
    ln -s /opt/secret-marker.txt /mnt/user-data/outputs/out-abs-link &&
    echo ok" > /dev/null
+check "the marker outside the roots is readable by the sandbox user (a leak would show)" \
+	test "$(x 'cat /opt/secret-marker.txt')" = "$MARKER"
 check "the sandbox made its symlinks" test "$(x 'ls /workspace | grep -c link')" -ge 10
 BIG=$(head -c 65536 /dev/zero | tr '\0' a | sed 's/a\{200\}/&\//g')
 P4097=/workspace/$(head -c 4086 /dev/zero | tr '\0' b | sed 's/b\{200\}/&\//g')
@@ -338,9 +341,12 @@ x 'rm -f /workspace/fill*' >/dev/null
 # --- /configure: kill the previous session, wipe its data --------------------------------------------
 x 'echo old > /workspace/old-session.txt; echo old > /tmp/old-tmp.txt; echo old > /mnt/user-data/outputs/old-out.txt;
    mkdir -p /workspace/locked/inner && echo x > /workspace/locked/inner/f && chmod 000 /workspace/locked/inner /workspace/locked' >/dev/null
+SB=fs2 x 'echo keep > /workspace/fs2-keep.txt' >/dev/null
 ctl exec fs1 --json --timeout 300 -- sleep 300.4242 > "$T/sleeper.json" &
 SLEEPER=$!
-for _ in $(seq 1 50); do pgrep -f 'sleep 300[.]4242' >/dev/null && break; sleep 0.1; done
+ctl exec fs2 --json --timeout 300 -- sleep 300.4343 > "$T/sleeper2.json" &
+SLEEPER2=$!
+for _ in $(seq 1 50); do pgrep -f 'sleep 300[.]4242' >/dev/null && pgrep -f 'sleep 300[.]4343' >/dev/null && break; sleep 0.1; done
 check "a sleep 300 of the old session runs" sh -c "pgrep -f 'sleep 300[.]4242' >/dev/null"
 req configure '{"session_id":"sess-A","allowed_commands":["ls","python3"]}'
 check "configure: 200 configured" test "$(st) $(b .status) $(b .session_id)" = "200 configured sess-A"
@@ -357,7 +363,12 @@ check "outputs wiped" test "$(x 'ls -A /mnt/user-data/outputs | wc -l')" = 0
 check "the wipe left the roots in place" test "$(x 'stat -c %F /workspace /tmp /mnt/user-data/outputs | sort -u')" = directory
 check "the session is persisted in the state dir" \
 	test "$(jq -c '[.session_id, .allowed_commands]' "$T/state/sessions/$(sb fs1 pod_uid).json")" = '["sess-A",["ls","python3"]]'
-check "the other sandbox is untouched" test "$(SB=fs2 x 'ls /workspace | wc -l')" -ge 0
+check "the other sandbox's exec survives" sh -c "pgrep -f 'sleep 300[.]4343' >/dev/null"
+check "the other sandbox's files survive" test "$(SB=fs2 x 'cat /workspace/fs2-keep.txt')" = keep
+SB=fs2 req configure '{"session_id":"fs2-session"}'
+check "configure of the other sandbox kills its exec" sh -c "! pgrep -f 'sleep 300[.]4343' >/dev/null"
+wait $SLEEPER2 2>/dev/null
+check "sessions are per pod (two state files)" test "$(ls "$T/state/sessions" | wc -l)" = 2
 req configure '{"session_id":"sess-B","allowed_commands":["a/b"]}'
 check "configure: allowed_commands with '/' refused (400)" test "$(st)" = 400
 req configure "$(jq -cn '{session_id: "s", allowed_commands: [range(0; 257) | "c\(.)"]}')"
