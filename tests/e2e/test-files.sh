@@ -42,6 +42,8 @@ b() { jq -r ".body$1" "$T/r.json"; }
 P() { jq -cn --arg p "$1" '{path: $p}'; }
 # x CMD: run CMD in the sandbox, print its stdout
 x() { bk_exec "$SB" -- sh -c "$1"; j .stdout; }
+# a raw command string, as a session with an allowlist needs it (no sh -c)
+xr() { "$CTL" call --socket "$T/admin.sock" exec "$(jq -nc --arg s "$SB" --arg c "$1" '{sandbox:$s,command:$c}')" | jq -j .body.stdout; }
 noleak() { ! grep -q -e "$MARKER" -e "$TOKEN" -e 'root:x:0:0' "$T/r.json"; }
 
 # --- round trip (admin socket) ----------------------------------------------------
@@ -348,7 +350,7 @@ ctl exec fs2 --json --timeout 300 -- sleep 300.4343 > "$T/sleeper2.json" &
 SLEEPER2=$!
 for _ in $(seq 1 50); do pgrep -f 'sleep 300[.]4242' >/dev/null && pgrep -f 'sleep 300[.]4343' >/dev/null && break; sleep 0.1; done
 check "a sleep 300 of the old session runs" sh -c "pgrep -f 'sleep 300[.]4242' >/dev/null"
-req configure '{"session_id":"sess-A","allowed_commands":["ls","python3"]}'
+req configure '{"session_id":"sess-A","allowed_commands":["ls","python3","wc","stat","sort"]}'
 check "configure: 200 configured" test "$(st) $(b .status) $(b .session_id)" = "200 configured sess-A"
 check "configure: prefetched_files is []" test "$(b '.prefetched_files | length')" = 0
 check "configure killed one exec" test "$(b .killed_execs)" = 1
@@ -357,12 +359,12 @@ rc=0; timeout 10 tail --pid=$SLEEPER -f /dev/null || rc=$?
 check "the old session's exec returned" test "$rc" = 0
 wait $SLEEPER 2>/dev/null
 check "the killed exec reported a signal exit" test "$(jq -r .exit_code "$T/sleeper.json")" -ge 128
-check "/workspace wiped (also directories made unreadable)" test "$(x 'ls -A /workspace | wc -l')" = 0
-check "/tmp wiped" test "$(x 'ls -A /tmp | wc -l')" = 0
-check "outputs wiped" test "$(x 'ls -A /mnt/user-data/outputs | wc -l')" = 0
-check "the wipe left the roots in place" test "$(x 'stat -c %F /workspace /tmp /mnt/user-data/outputs | sort -u')" = directory
+check "/workspace wiped (also directories made unreadable)" test "$(xr 'ls -A /workspace | wc -l')" = 0
+check "/tmp wiped" test "$(xr 'ls -A /tmp | wc -l')" = 0
+check "outputs wiped" test "$(xr 'ls -A /mnt/user-data/outputs | wc -l')" = 0
+check "the wipe left the roots in place" test "$(xr 'stat -c %F /workspace /tmp /mnt/user-data/outputs | sort -u')" = directory
 check "the session is persisted in the state dir" \
-	test "$(jq -c '[.session_id, .allowed_commands]' "$T/state/sessions/$(sb fs1 pod_uid).json")" = '["sess-A",["ls","python3"]]'
+	test "$(jq -c '[.session_id, .allowed_commands]' "$T/state/sessions/$(sb fs1 pod_uid).json")" = '["sess-A",["ls","python3","wc","stat","sort"]]'
 check "the other sandbox's exec survives" sh -c "pgrep -f 'sleep 300[.]4343' >/dev/null"
 check "the other sandbox's files survive" test "$(SB=fs2 x 'cat /workspace/fs2-keep.txt')" = keep
 SB=fs2 req configure '{"session_id":"fs2-session"}'
