@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 OUT=${FUZZ_OUT:-$ROOT/build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-ALL_TARGETS="frame cgroup state text config mountinfo cmdparse"
+ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
 
 CC=${FUZZ_CC:-}
@@ -43,6 +43,7 @@ srcs_of() {
 	cgroup | state) echo agent/identity.c agent/lib/util.c ;;
 	text) echo agent/text.c ;;
 	cmdparse) echo agent/cmdparse.c agent/vpath.c ;;
+	vpath) echo agent/vpath.c ;;
 	config)
 		# config.c hands the egress profiles to policy.c where it exists
 		if [ -f agent/policy.c ]; then
