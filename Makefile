@@ -51,7 +51,7 @@ BINS := $(BUILD)/boxkite-agent $(BUILD)/boxkite-shim $(BUILD)/boxkitectl
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps check unit unit-bins e2e manifests demo bench fuzz install clean
+.PHONY: all deps check unit unit-bins e2e manifests demo bench load fuzz install clean
 
 all: $(BINS) $(TOOL_BINS)
 
@@ -124,6 +124,10 @@ fuzz: deps
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BK_BIN=$(abspath build) scripts/demo.sh
+
+load: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BK_BIN=$(abspath build) scripts/load.sh
 
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all

@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -526,6 +527,15 @@ static _Noreturn void child_main(const struct child_args *a)
 		child_fail(a, "container", "cannot create the exec pid namespace", errno);
 	if (cmd_pid > 0)
 		monitor(a, (pid_t)cmd_pid);
+	/* Its own /proc: the container's shows every exec of the pod, all
+	 * running as the same user, so one exec could read another's
+	 * /proc/PID/environ (secret_env) or memory. A private mount namespace
+	 * (a copy of the container's: /workspace is still shared) with a proc
+	 * of the exec's own pid namespace shows only its own processes. */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		child_fail(a, "container", "cannot create the exec's mount namespace", errno);
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		child_fail(a, "container", "cannot mount the exec's /proc", errno);
 	if (dup2(a->devnull, 0) < 0 || dup2(a->out_fd, 1) < 0 || dup2(a->err_fd, 2) < 0)
 		child_fail(a, "container", "cannot set up stdio", errno);
 	struct rlimit nofile = { 1024, 1024 }, core = { 0, 0 };

@@ -37,7 +37,7 @@ int bk_netns_lo_up(void)
 	_cleanup_close_ int fd = nl_open();
 	if (fd < 0)
 		return fd;
-	char buf[512] __attribute__((aligned(8)));
+	char buf[512] __attribute__((aligned(8))) = { 0 }; /* libmnl 1.0.4 leaves attribute padding unset */
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	nlh->nlmsg_type = RTM_NEWLINK;
 	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;

@@ -292,7 +292,7 @@ static int open_sandbox(const struct bk_config *c, struct bk_pod *p, const char 
 	const struct bk_container_info *s = &f.found;
 	int fd = pidfd_open_(s->init_pid);
 	if (fd < 0) {
-		P_ERR("the sandbox container's process %d is gone", (int)s->init_pid);
+		P_ERR("cannot open the sandbox container's process %d: %s", (int)s->init_pid, strerror(-fd));
 		return -ESRCH;
 	}
 	_cleanup_close_ int pidfd = fd;

@@ -88,6 +88,7 @@ static int probe_once(struct bk_agent *a, int cg_fd, uint64_t cgid, int netns_fd
 	struct clone_args ca = { .flags = CLONE_PIDFD | CLONE_INTO_CGROUP, .pidfd = (uint64_t)(uintptr_t)&pidfd,
 				 .exit_signal = SIGCHLD, .cgroup = (uint64_t)cg_fd };
 	long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+	int clone_errno = errno;
 	if (pid == 0)
 		probe_child(netns_fd, t, n, p[1]);
 	close(p[1]);
@@ -104,7 +105,7 @@ static int probe_once(struct bk_agent *a, int cg_fd, uint64_t cgid, int netns_fd
 	close(p[0]);
 	bk_filter_detach(e->filter, &att);
 	if (pid < 0) {
-		ST_ERR("cgroup: cannot start a probe in the self-test cgroup: %s", strerror(errno));
+		ST_ERR("cgroup: cannot start a probe in the self-test cgroup: %s", strerror(clone_errno));
 		return -EIO;
 	}
 	for (int i = 0; i < n; i++) {

@@ -91,7 +91,40 @@ static int set_timeouts(int fd, int timeout_ms)
 	return 0;
 }
 
+/* Wait until the agent's answer is there, or the HTTP client hung up
+ * (watch_fd < 0: no client to watch). */
+static int wait_answer(int fd, int watch_fd)
+{
+	if (watch_fd < 0)
+		return 0;
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = fd, .events = POLLIN }, { .fd = watch_fd, .events = POLLRDHUP } };
+		int n = poll(pf, 2, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (pf[0].revents)
+			return 0;
+		if (pf[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
+			return -ECONNABORTED;
+	}
+}
+
+int agent_call_watch(struct agent *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
+		     size_t *resplen);
+
 int agent_call(struct agent *a, const char *req, size_t len, int timeout_ms, char **resp, size_t *resplen)
+{
+	return agent_call_watch(a, req, len, timeout_ms, -1, resp, resplen);
+}
+
+/* As agent_call; when the HTTP client behind watch_fd hangs up while the
+ * agent works, the agent connection is closed — the agent then stops what
+ * it was doing for that request (an exec is killed, not left running for
+ * nobody). */
+int agent_call_watch(struct agent *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
+		     size_t *resplen)
 {
 	for (int attempt = 0;; attempt++) {
 		bool pooled;
@@ -110,6 +143,9 @@ int agent_call(struct agent *a, const char *req, size_t len, int timeout_ms, cha
 				continue;
 			return e;
 		}
+		e = wait_answer(fd, watch_fd);
+		if (e < 0)
+			return e; /* fd closes here: the agent sees the hang-up */
 		e = bk_recv_msg(fd, BK_RESP_MAX, resp, resplen);
 		if (e == 1)
 			return -ECONNRESET; /* agent closed without answering */

@@ -199,7 +199,12 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
 
 	_cleanup_free_ char *resp = NULL;
 	size_t rlen = 0;
-	int e = agent_call(&s->agent, frame, n, 0, &resp, &rlen);
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	int e = agent_call_watch(&s->agent, frame, n, 0, ci ? ci->connect_fd : -1, &resp, &rlen);
+	if (e == -ECONNABORTED) {
+		log_info("client gone", LS("route", r->route->path));
+		return MHD_NO; /* nobody to answer; the agent stopped the work */
+	}
 	if (e < 0) {
 		if (is_transport_malformed(e)) {
 			log_warn("malformed agent response", LS("route", r->route->path),

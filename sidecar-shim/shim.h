@@ -107,6 +107,8 @@ void agent_done(struct agent *a);
  * wait as long as the agent takes (an exec runs for its own timeout).
  * -errno on transport failure (the connection is discarded). */
 int agent_call(struct agent *a, const char *req, size_t len, int timeout_ms, char **resp, size_t *resplen);
+int agent_call_watch(struct agent *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
+		     size_t *resplen);
 /* Validate an agent response frame and turn it into an HTTP reply.
  * -EBADMSG when malformed. */
 int agent_parse_reply(const char *resp, size_t len, struct agent_reply *out);

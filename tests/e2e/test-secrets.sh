@@ -108,17 +108,18 @@ for pid in os.listdir("/proc"):
             scan("/proc/%s/%s" % (pid, f))
 print("scanned", files)
 print("HITS", " ".join(hits) if hits else "none")'
-rev() { local s=$1 o= i; for ((i = ${#s} - 1; i >= 0; i--)); do o+=${s:i:1}; done; printf '%s' "$o"; }
+rev() { local s=$1 o='' i; for ((i = ${#s} - 1; i >= 0; i--)); do o+=${s:i:1}; done; printf '%s' "$o"; }
 scan_args() { local a=() p; for p in "$@"; do a+=("'$(rev "$p")'"); done; echo "${a[*]}"; }
 # something for the scanner to find, so a scanner that reads nothing fails
-xc "echo 'canary-$S1-canary' > /tmp/canary.txt"
-xc "timeout 25 python3 -c '$SCAN' $(scan_args "${NEVER[@]}" "$S1")" 
-check "file scan ran: $(j .stdout | head -1)" sh -c "j() { jq -j \"\$1\" $T/last.json; }; test \"\$(j .stdout | awk '/^scanned/ {print \$2}')\" -gt 100"
+xc "echo 'canary-$S1-canary' > /workspace/canary.txt"
+xc "timeout 25 python3 -c '$SCAN' $(scan_args "${NEVER[@]}" "$S1")"
+nscanned=$(j .stdout | awk '/^scanned/ {print $2}')
+check "the file scan ran (${nscanned:-0} files read)" test "${nscanned:-0}" -gt 100
 idx_s1=${#NEVER[@]}
-check "the scanner finds a planted string (/tmp/canary.txt#$idx_s1)" grep -q "/tmp/canary.txt#$idx_s1" <<< "$(j .stdout)"
-hits=$(j .stdout | sed -n 's/^HITS //p' | tr ' ' '\n' | grep -v "^/tmp/canary.txt#$idx_s1\$" | grep -v '^none$' | tr '\n' ' ')
+check "the scanner finds a planted string (/workspace/canary.txt#$idx_s1)" grep -q "/workspace/canary.txt#$idx_s1" <<< "$(j .stdout)"
+hits=$(j .stdout | sed -n 's/^HITS //p' | tr ' ' '\n' | grep -v "^/workspace/canary.txt#$idx_s1\$" | grep -v '^none$' | tr '\n' ' ')
 check "no sentinel, token or key in any file under /workspace /tmp /etc /run /mnt /opt /proc/*/environ|cmdline ${hits:+(found: $hits)}" test -z "$hits"
-xc 'rm -f /tmp/canary.txt'
+xc 'rm -f /workspace/canary.txt'
 
 # --- secret_env ----------------------------------------------------------------------------------
 SE=$(jq -cn --arg a "$S1" --arg b "$S2" '{BK_SECRET_ONE: $a, BK_SECRET_TWO: $b}')
@@ -171,9 +172,11 @@ check "output cap cuts the secret after 7 bytes: no prefix of it kept (stderr)" 
 
 # another request's secret_env: not readable from a concurrent exec
 SEX=$(jq -cn --arg a "$SX" '{BK_OTHER_SECRET: $a}')
-xc 'sleep 4' "$SEX" > /dev/null &
+nsenter --net="$CNS" curl -sk --max-time 30 --pinnedpubkey "$(sb "$SB" pin)" -H @"$T/hdr" -o "$T/resp/holder" \
+	-H 'Content-Type: application/json' "$URL/exec" \
+	--data-binary "$(jq -cn --argjson se "$SEX" '{command: "sleep 4.321", secret_env: $se}')" &
 holder=$!
-for _ in $(seq 1 50); do pgrep -f '^sleep 4$' > /dev/null && break; sleep 0.1; done
+for _ in $(seq 1 50); do pgrep -fx 'sleep 4.321' > /dev/null && break; sleep 0.1; done
 xc "timeout 20 python3 -c '$SCAN' $(scan_args "$SX")"
 wait "$holder"
 check "a concurrent exec sees no other request's secret_env in /proc/*/environ or any file ($(j .stdout | tr '\n' ' '))" \
@@ -224,3 +227,9 @@ check "the logs exist and the agent logged the execs (audit)" \
 check "the shim logged the wrong token's 401 (so its log is in use)" grep -q '401' "/run/boxkite/local/$SB/shim.log"
 found=$(grep -lF -f "$T/pats" "${LOGS[@]}" 2>/dev/null | tr '\n' ' ')
 check "no sentinel, token, key or secret_env value in the agent, shim or sandbox log ${found:+(in: $found)}" test -z "$found"
+
+# --- the run itself was clean (also what the sanitizer build reports) --------------------------------
+bk_stop_agent; rc=$?
+check "the agent stops cleanly on SIGTERM (exit $rc)" test "$rc" = 0
+check "no sanitizer report in the agent or shim log" \
+	sh -c "! grep -qE 'ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:' $T/agent.log /run/boxkite/local/$SB/shim.log"
