@@ -33,6 +33,21 @@ boxk=$("$B" exec "$D/admin.sock" "$NAME" "$N" 1)
 boxk2=$("$B" exec "$D/admin.sock" "$NAME" "$N" 2)
 runce=$("$B" spawn "$NRUNC" runc exec "$SID" /bin/sh -c true)
 
+# --- through the shim: HTTPS with the pinned key, keep-alive ------------------------
+URL=$(jq -r .url "$D/sb.json"); PIN=$(jq -r .pin "$D/sb.json"); TOK=$(jq -r .token_file "$D/sb.json")
+MGR="nsenter --net=/run/netns/$(jq -r .client_netns "$D/sb.json")"
+L=$BK_BIN/tests/bk-load
+for _ in $(seq 1 50); do $MGR curl -sk --max-time 1 "$URL/health" | grep -q connected && break; sleep 0.1; done
+$MGR "$L" "$URL" "$PIN" "$TOK" 50 1 >/dev/null
+https=$($MGR "$L" "$URL" "$PIN" "$TOK" "$N" 1)
+boxk_again=$("$B" exec "$D/admin.sock" "$NAME" "$N" 1)
+"$BK_BIN/boxkitectl" exec "$NAME" -- sh -c 'yes abcdefghi | head -c 102400 > /workspace/view100k.txt' >/dev/null
+view=$(BK_LOAD_ROUTE=/view BK_LOAD_BODY='{"path":"view100k.txt"}' $MGR "$L" "$URL" "$PIN" "$TOK" 300 1)
+conc=$($MGR "$L" "$URL" "$PIN" "$TOK" 2000 64)
+SHIMPID=$(runc state "$(jq -r .shim_container_id "$D/sb.json")" | jq .pid)
+sleep 1
+SHIMRSS=$(awk '/^VmRSS/ {print $2}' "/proc/$SHIMPID/status")
+
 row() { printf '%-44s %6s %10.1f %10.1f %9.1f %s\n' "$1" "$(jq .n <<<"$2")" "$(jq .p50_us <<<"$2")" "$(jq .p99_us <<<"$2")" "$(jq .per_sec <<<"$2")" "errors=$(jq .errors <<<"$2")"; }
 echo
 printf '%-44s %6s %10s %10s %9s\n' "exec of /bin/sh -c true" n p50_us p99_us per_sec
@@ -41,6 +56,11 @@ row "unshare -n (fresh netns only)" "$unsh"
 row "boxkite admin exec, 1 client" "$boxk"
 row "boxkite admin exec, 2 clients" "$boxk2"
 row "runc exec into the same container" "$runce"
+hrow() { printf '%-44s %6s %10.1f %10.1f %9.1f %s\n' "$1" "$(jq .n <<<"$2")" "$(jq .p50_us <<<"$2")" "$(jq .p99_us <<<"$2")" "$(jq .per_sec <<<"$2")" "$3"; }
+hrow "HTTPS /exec via the shim, 1 client" "$https" "errors=$(jq .transport_errors <<<"$https")"
+row "admin exec again (same minute, for the ratio)" "$boxk_again"
+hrow "HTTPS /view 100 KB, 1 client" "$view" "errors=$(jq .transport_errors <<<"$view")"
+hrow "HTTPS /exec, 64 clients" "$conc" "429s=$(jq .status_429 <<<"$conc") other=$(jq .status_other <<<"$conc") errors=$(jq .transport_errors <<<"$conc")"
 echo
 p50() { jq .p50_us <<<"$1"; }
 r1=$(echo "$(p50 "$boxk") / $(p50 "$fork")" | bc -l)
@@ -50,3 +70,6 @@ verdict() { if [ "$(echo "$1" | bc -l)" = 1 ]; then echo met; else echo MISSED; 
 printf 'boxkite p50 / fork+exec p50   = %5.2fx   (target <= 2.5x: %s)\n' "$r1" "$(verdict "$r1 <= 2.5")"
 printf 'runc exec p50 / boxkite p50   = %5.2fx   (target >= 10x: %s)\n' "$r2" "$(verdict "$r2 >= 10")"
 printf 'throughput, 2 clients         = %5.0f/s  (target >= 300/s: %s)\n' "$tp" "$(verdict "$tp >= 300")"
+ov=$(echo "($(p50 "$https") - $(p50 "$boxk_again")) / 1000" | bc -l)
+printf 'shim overhead, p50            = %5.2f ms  (target <= 0.5 ms: %s)\n' "$ov" "$(verdict "$ov <= 0.5")"
+printf 'shim RSS, idle                = %5d KiB (target < 8192 KiB: %s)\n' "$SHIMRSS" "$(verdict "$SHIMRSS < 8192")"

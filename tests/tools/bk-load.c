@@ -38,6 +38,7 @@ static struct {
 	char pin[128];
 	char token[4096];
 	char body[8192];
+	char route[128]; /* BK_LOAD_ROUTE, default /exec */
 	size_t body_len;
 	int n;
 	SSL_CTX *ctx;
@@ -205,9 +206,9 @@ static void *worker(void *arg)
 	c->fd = -1;
 	char hdr[8192 + 512];
 	int hl = snprintf(hdr, sizeof(hdr),
-			  "POST /exec HTTP/1.1\r\nHost: %s\r\nX-Sidecar-Auth-Token: %s\r\n"
+			  "POST %s HTTP/1.1\r\nHost: %s\r\nX-Sidecar-Auth-Token: %s\r\n"
 			  "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-			  G.host, G.token, G.body_len, G.body);
+			  G.route, G.host, G.token, G.body_len, G.body);
 	char body[1024];
 	for (;;) {
 		int i = __atomic_fetch_add(&next_req, 1, __ATOMIC_RELAXED);
@@ -247,7 +248,7 @@ static void *worker(void *arg)
 			}
 			lat[i] = dt;
 			status[i] = code;
-			if (code == 200 && strstr(body, "\"exit_code\":0,"))
+			if (code == 200 && (strcmp(G.route, "/exec") || strstr(body, "\"exit_code\":0,")))
 				st->ok++;
 			else if (code == 200) {
 				st->exit_nonzero++;
@@ -323,6 +324,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	G.body_len = (size_t)snprintf(G.body, sizeof(G.body), "{\"command\":\"%s\"}", cmd);
+	/* another route and raw body, for benchmarks of the file routes */
+	const char *route = getenv("BK_LOAD_ROUTE"), *rawbody = getenv("BK_LOAD_BODY");
+	snprintf(G.route, sizeof(G.route), "%s", route && route[0] == '/' ? route : "/exec");
+	if (rawbody && strlen(rawbody) < sizeof(G.body))
+		G.body_len = (size_t)snprintf(G.body, sizeof(G.body), "%s", rawbody);
 
 	G.ctx = SSL_CTX_new(TLS_client_method());
 	if (!G.ctx || SSL_CTX_set_min_proto_version(G.ctx, TLS1_3_VERSION) != 1)
