@@ -234,25 +234,39 @@ static cJSON *exec_json(struct bk_agent *a, const char *v2dir, const char *rel)
 		for (char *c = procs; *c; c++)
 			np += *c == '\n';
 		cJSON_AddNumberToObject(o, "processes", np);
-		uint64_t pid;
-		procs[strcspn(procs, "\n")] = '\0';
-		if (parse_u64(procs, &pid) == 0) {
+		/* the netns of the first process that finished its setup: a
+		 * child is born in the agent's own namespace and switches
+		 * before anything of the command runs */
+		struct stat self_st;
+		fstat(e->self_netns, &self_st);
+		int nfd = -1;
+		struct stat st;
+		for (char *sv = NULL, *t = strtok_r(procs, "\n", &sv); t && nfd < 0; t = strtok_r(NULL, "\n", &sv)) {
+			uint64_t pid;
 			char nsp[64];
+			if (parse_u64(t, &pid) < 0)
+				continue;
 			snprintf(nsp, sizeof(nsp), "/proc/%llu/ns/net", (unsigned long long)pid);
-			_cleanup_close_ int nfd = open(nsp, O_RDONLY | O_CLOEXEC);
-			struct stat st;
-			if (nfd >= 0 && fstat(nfd, &st) == 0) {
-				cJSON_AddNumberToObject(o, "netns_inode", (double)st.st_ino);
-				if (setns(nfd, CLONE_NEWNET) == 0) {
-					char names[BK_MAX_IFACES][IFNAMSIZ];
-					int n = bk_netns_list(names, BK_MAX_IFACES);
-					if (setns(e->self_netns, CLONE_NEWNET) < 0)
-						abort();
-					cJSON *ifs = cJSON_AddArrayToObject(o, "interfaces");
-					for (int i = 0; i < n && i < BK_MAX_IFACES; i++)
-						cJSON_AddItemToArray(ifs, cJSON_CreateString(names[i]));
-				}
+			nfd = open(nsp, O_RDONLY | O_CLOEXEC);
+			if (nfd >= 0 && (fstat(nfd, &st) < 0 || st.st_ino == self_st.st_ino)) {
+				close(nfd);
+				nfd = -1;
 			}
+		}
+		if (nfd < 0)
+			cJSON_AddStringToObject(o, "state", "setting_up");
+		else {
+			cJSON_AddNumberToObject(o, "netns_inode", (double)st.st_ino);
+			if (setns(nfd, CLONE_NEWNET) == 0) {
+				char names[BK_MAX_IFACES][IFNAMSIZ];
+				int n = bk_netns_list(names, BK_MAX_IFACES);
+				if (setns(e->self_netns, CLONE_NEWNET) < 0)
+					abort();
+				cJSON *ifs = cJSON_AddArrayToObject(o, "interfaces");
+				for (int i = 0; i < n && i < BK_MAX_IFACES; i++)
+					cJSON_AddItemToArray(ifs, cJSON_CreateString(names[i]));
+			}
+			close(nfd);
 		}
 	}
 	return o;

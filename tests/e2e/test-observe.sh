@@ -14,7 +14,8 @@ check "self-test passed at start" grep -q '"event":"selftest".*passed' "$T/agent
 # --- inspect / status while an exec runs -----------------------------------------
 ctl exec ob1 --timeout 30 -- sleep 4 > /dev/null &
 ep=$!
-for _ in $(seq 1 50); do ctl inspect ob1 > "$T/inspect.json" && [ "$(jq '.live_execs | length' "$T/inspect.json")" -ge 1 ] && break; sleep 0.1; done
+# (wait for the command itself: before it exists the exec is still being set up)
+for _ in $(seq 1 50); do ctl inspect ob1 > "$T/inspect.json" && [ "$(jq '[.live_execs[] | select(.processes >= 2)] | length' "$T/inspect.json")" -ge 1 ] && break; sleep 0.1; done
 cp "$T/inspect.json" "$T/last.json"
 check "inspect: one live exec" test "$(j '.live_execs | length')" = 1
 check "inspect: kernel says all six programs are attached" test "$(j '.live_execs[0].bpf_complete')" = true
@@ -65,7 +66,7 @@ check "  ... and names the bpf layer" test "$(jq -r '.layers.bpf.held' "$T/v2.js
 # an interface added to the exec's network namespace
 ctl verify ob1 --hold 3 --json > "$T/v3.json" & vp=$!
 pid=
-for _ in $(seq 1 60); do cg=$(ls -d /sys/fs/cgroup/unified/kubepods/besteffort/pod"$(sb ob1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1); pid=$(head -1 "$cg/cgroup.procs" 2>/dev/null); [ -n "$pid" ] && break; sleep 0.05; done
+for _ in $(seq 1 60); do cg=$(ls -d /sys/fs/cgroup/unified/kubepods/besteffort/pod"$(sb ob1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1); [ "$(wc -l < "$cg/cgroup.procs" 2>/dev/null)" -ge 2 ] && pid=$(tail -1 "$cg/cgroup.procs") && break; sleep 0.05; done
 ip link add bkx$$ type veth peer name bky$$ && ip link set bkx$$ netns "$pid"
 wait $vp; rc=$?
 ip link del bky$$ 2>/dev/null
