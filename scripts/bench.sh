@@ -38,15 +38,15 @@ URL=$(jq -r .url "$D/sb.json"); PIN=$(jq -r .pin "$D/sb.json"); TOK=$(jq -r .tok
 MGR="nsenter --net=/run/netns/$(jq -r .client_netns "$D/sb.json")"
 L=$BK_BIN/tests/bk-load
 for _ in $(seq 1 50); do $MGR curl -sk --max-time 1 "$URL/health" | grep -q connected && break; sleep 0.1; done
+# idle: after start-up and one health check, before any load
+SHIMPID=$(runc state "$(jq -r .shim_container_id "$D/sb.json")" | jq .pid)
+SHIMRSS=$(awk '/^VmRSS/ {print $2}' "/proc/$SHIMPID/status")
 $MGR "$L" "$URL" "$PIN" "$TOK" 50 1 >/dev/null
 https=$($MGR "$L" "$URL" "$PIN" "$TOK" "$N" 1)
 boxk_again=$("$B" exec "$D/admin.sock" "$NAME" "$N" 1)
-"$BK_BIN/boxkitectl" exec "$NAME" -- sh -c 'yes abcdefghi | head -c 102400 > /workspace/view100k.txt' >/dev/null
+"$BK_BIN/boxkitectl" --admin-socket "$D/admin.sock" exec "$NAME" -- sh -c 'head -c 102400 /dev/zero | tr "\\0" a > /workspace/view100k.txt' >/dev/null
 view=$(BK_LOAD_ROUTE=/view BK_LOAD_BODY='{"path":"view100k.txt"}' $MGR "$L" "$URL" "$PIN" "$TOK" 300 1)
 conc=$($MGR "$L" "$URL" "$PIN" "$TOK" 2000 64)
-SHIMPID=$(runc state "$(jq -r .shim_container_id "$D/sb.json")" | jq .pid)
-sleep 1
-SHIMRSS=$(awk '/^VmRSS/ {print $2}' "/proc/$SHIMPID/status")
 
 row() { printf '%-44s %6s %10.1f %10.1f %9.1f %s\n' "$1" "$(jq .n <<<"$2")" "$(jq .p50_us <<<"$2")" "$(jq .p99_us <<<"$2")" "$(jq .per_sec <<<"$2")" "errors=$(jq .errors <<<"$2")"; }
 echo

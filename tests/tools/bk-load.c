@@ -84,7 +84,7 @@ static bool pin_ok(SSL *ssl)
 struct conn {
 	int fd;
 	SSL *ssl;
-	char buf[1 << 16];
+	char buf[1 << 20]; /* a /view answer of a 100 KB file fits */
 	size_t have;
 };
 
