@@ -55,6 +55,13 @@ api /health | jq -c .
 say "POST /exec  {\"command\": \"id; ip -o link; ls /workspace\"}"
 api /exec -d '{"command":"id; ip -o link | cut -d: -f2; echo hello > /workspace/hello.txt; ls -l /workspace"}' | tee "$D/exec.json" | jq -r .stdout
 
+say "a file round trip: POST /file-create, then /view and /ls (paths resolved beneath the allowed roots)"
+api /file-create -d '{"path":"notes/plan.md","content":"step 1: isolate\nstep 2: verify\n"}' | jq -c .
+api /view -d '{"path":"notes/plan.md","view_range":[2,2]}' | jq -c '{content, lines}'
+api /ls -d '{"path":"notes"}' | jq -c .
+echo "and a path that leaves the roots:"
+api /view -d '{"path":"../../etc/shadow"}' | jq -c .
+
 say "the metadata-endpoint check: curl http://169.254.169.254/ from inside the sandbox"
 api /exec -d '{"command":"curl --max-time 3 -sS http://169.254.169.254/latest/meta-data/; echo \"exit: $?\""}' > "$D/md.json"
 jq -r '.stdout, .stderr' "$D/md.json"
