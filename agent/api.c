@@ -126,6 +126,12 @@ static char *parse_exec(const struct bk_config *c, const cJSON *args, struct exe
 	return NULL;
 }
 
+char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args)
+{
+	struct exec_args ea;
+	return parse_exec(c, args, &ea);
+}
+
 static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_result *r)
 {
 	cJSON *iso = cJSON_CreateObject();

@@ -50,4 +50,7 @@ extern __thread int bk_api_client_fd;
 char *bk_api_respond(int status, cJSON *body);
 /* The exec operation (API.md /exec) on a resolved pod. */
 char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args);
+/* Validation of /exec arguments alone (NULL when valid, else the error
+ * response); for tests and fuzzing. */
+char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args);
 char *bk_api_error(int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

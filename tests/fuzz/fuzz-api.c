@@ -50,6 +50,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	      "an exec ran: %.200s", out);
 	cJSON_Delete(o);
 	free(out);
+	/* the exec arguments' validation, which a live request reaches only
+	 * after its sandbox resolved */
+	cJSON *r = cJSON_Parse(req);
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(r, "args");
+	if (cJSON_IsObject(args)) {
+		char *e = bk_api_check_exec_args(&agent.cfg, args);
+		if (e) {
+			cJSON *ej = cJSON_Parse(e);
+			CHECK(ej && cJSON_GetObjectItemCaseSensitive(ej, "status")->valueint == 400, "validation: %.200s", e);
+			cJSON_Delete(ej);
+			free(e);
+		} else {
+			const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(args, "command");
+			CHECK(cJSON_IsString(cmd) && cmd->valuestring[0], "accepted an exec without a command");
+		}
+	}
+	cJSON_Delete(r);
 	free(req);
 	return 0;
 }
