@@ -33,16 +33,22 @@ char *bk_api_respond(int status, cJSON *body)
 	return s;
 }
 
-char *bk_api_error(int status, const char *code, const char *fmt, ...)
+cJSON *bk_api_error_body(const char *code, const char *fmt, va_list ap)
 {
 	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	cJSON *b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "detail", msg);
 	cJSON_AddStringToObject(b, "code", code);
+	return b;
+}
+
+char *bk_api_error(int status, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	cJSON *b = bk_api_error_body(code, fmt, ap);
+	va_end(ap);
 	return bk_api_respond(status, b);
 }
 

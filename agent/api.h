@@ -2,6 +2,7 @@
 /* Request handling: validated structs at the boundary, cJSON stays here. */
 #pragma once
 #include <cJSON.h>
+#include <stdarg.h>
 #include "exec.h"
 
 #define BK_HIST_BUCKETS 12
@@ -53,4 +54,6 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 /* Validation of /exec arguments alone (NULL when valid, else the error
  * response); for tests and fuzzing. */
 char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args);
+/* {"detail": <formatted>, "code": code} */
+cJSON *bk_api_error_body(const char *code, const char *fmt, va_list ap);
 char *bk_api_error(int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

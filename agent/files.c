@@ -254,14 +254,10 @@ static _Noreturn void h_reply(struct hctx *h, int status, cJSON *body)
 
 static _Noreturn _printf_(4, 5) void h_fail(struct hctx *h, int status, const char *code, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	cJSON *b = bk_api_error_body(code, fmt, ap);
 	va_end(ap);
-	cJSON *b = cJSON_CreateObject();
-	cJSON_AddStringToObject(b, "detail", msg);
-	cJSON_AddStringToObject(b, "code", code);
 	h_reply(h, status, b);
 }
 
