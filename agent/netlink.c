@@ -32,11 +32,25 @@ static int nl_send(int fd, struct nlmsghdr *nlh)
 	return 0;
 }
 
-int bk_netns_lo_up(void)
+/* Send one request (nlmsg_seq set by the caller) and wait for its ack. */
+static int nl_request(struct nlmsghdr *nlh)
 {
 	_cleanup_close_ int fd = nl_open();
 	if (fd < 0)
 		return fd;
+	int r = nl_send(fd, nlh);
+	if (r < 0)
+		return r;
+	char rbuf[1024] __attribute__((aligned(8)));
+	ssize_t n = recv(fd, rbuf, sizeof(rbuf), 0);
+	if (n < 0)
+		return -errno;
+	r = mnl_cb_run(rbuf, (size_t)n, nlh->nlmsg_seq, 0, NULL, NULL);
+	return r < 0 ? -errno : 0;
+}
+
+int bk_netns_lo_up(void)
+{
 	char buf[512] __attribute__((aligned(8))) = { 0 }; /* libmnl 1.0.4 leaves attribute padding unset */
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	nlh->nlmsg_type = RTM_NEWLINK;
@@ -48,15 +62,7 @@ int bk_netns_lo_up(void)
 	ifm->ifi_change = IFF_UP;
 	ifm->ifi_flags = IFF_UP;
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, "lo");
-	int r = nl_send(fd, nlh);
-	if (r < 0)
-		return r;
-	char rbuf[1024] __attribute__((aligned(8)));
-	ssize_t n = recv(fd, rbuf, sizeof(rbuf), 0);
-	if (n < 0)
-		return -errno;
-	r = mnl_cb_run(rbuf, (size_t)n, seq, 0, NULL, NULL);
-	return r < 0 ? -errno : 0;
+	return nl_request(nlh);
 }
 
 struct list_ctx {
@@ -172,10 +178,7 @@ int bk_netns_addrs(unsigned char (*addrs)[16], int max)
 
 int bk_netns_lo_addr_add(int family, const unsigned char *addr)
 {
-	_cleanup_close_ int fd = nl_open();
-	if (fd < 0)
-		return fd;
-	char buf[512] __attribute__((aligned(8)));
+	char buf[512] __attribute__((aligned(8))) = { 0 };
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	nlh->nlmsg_type = RTM_NEWADDR;
 	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
@@ -190,13 +193,5 @@ int bk_netns_lo_addr_add(int family, const unsigned char *addr)
 	size_t alen = family == AF_INET ? 4 : 16;
 	mnl_attr_put(nlh, IFA_LOCAL, alen, addr);
 	mnl_attr_put(nlh, IFA_ADDRESS, alen, addr);
-	int r = nl_send(fd, nlh);
-	if (r < 0)
-		return r;
-	char rbuf[1024] __attribute__((aligned(8)));
-	ssize_t n = recv(fd, rbuf, sizeof(rbuf), 0);
-	if (n < 0)
-		return -errno;
-	r = mnl_cb_run(rbuf, (size_t)n, seq, 0, NULL, NULL);
-	return r < 0 ? -errno : 0;
+	return nl_request(nlh);
 }
