@@ -17,6 +17,7 @@
  *   -> agent round trip (503 unavailable / 502 malformed / relayed verbatim)
  * A request rejected before the agent round trip never reaches the agent. */
 #include "shim.h"
+#include "frame.h"
 #include "proto.h"
 
 #include <cjson/cJSON.h>
@@ -179,23 +180,13 @@ static bool is_transport_malformed(int e)
 static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct req *r, const char *args,
 			       size_t args_len)
 {
-	/* {"op":"<op>","args":<args>} — args is a validated JSON object text,
-	 * spliced as received (no re-serialisation, nothing added). */
-	static const char p1[] = "{\"op\":\"", p2[] = "\",\"args\":", p3[] = "}";
-	size_t oplen = strlen(r->route->op);
-	size_t n = sizeof(p1) - 1 + oplen + sizeof(p2) - 1 + args_len + sizeof(p3) - 1;
-	if (n > BK_REQ_MAX)
+	size_t n = 0;
+	_cleanup_free_ char *frame = NULL;
+	int fe = shim_build_frame(r->route->op, args, args_len, &frame, &n);
+	if (fe == -EMSGSIZE)
 		return respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
-	_cleanup_free_ char *frame = malloc(n + 1);
-	if (!frame)
+	if (fe < 0)
 		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
-	char *p = frame;
-	p = mempcpy(p, p1, sizeof(p1) - 1);
-	p = mempcpy(p, r->route->op, oplen);
-	p = mempcpy(p, p2, sizeof(p2) - 1);
-	p = mempcpy(p, args, args_len);
-	p = mempcpy(p, p3, sizeof(p3) - 1);
-	*p = '\0';
 
 	_cleanup_free_ char *resp = NULL;
 	size_t rlen = 0;
@@ -223,23 +214,6 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
 		return respond_static(s, c, r, MHD_HTTP_BAD_GATEWAY, body_bad_reply);
 	}
 	return respond(s, c, r, ar.status, ar.content_type, ar.body, ar.len, true);
-}
-
-/* The body must be exactly one JSON object (whitespace around it allowed). */
-static bool body_is_json_object(const char *b, size_t len)
-{
-	if (len == 0 || memchr(b, '\0', len))
-		return false;
-	const char *end = NULL;
-	cJSON *j = cJSON_ParseWithLengthOpts(b, len, &end, 0);
-	bool ok = cJSON_IsObject(j);
-	cJSON_Delete(j);
-	if (!ok || !end)
-		return false;
-	for (; end < b + len; end++)
-		if (*end != ' ' && *end != '\t' && *end != '\r' && *end != '\n')
-			return false;
-	return true;
 }
 
 /* ---- header deadline -----------------------------------------------------

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 OUT=${FUZZ_OUT:-$ROOT/build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api"
+ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
 
 CC=${FUZZ_CC:-}
@@ -53,6 +53,7 @@ srcs_of() {
 		fi
 		;;
 	mountinfo) echo agent/cgroup.c agent/lib/util.c ;;
+	shimframe) echo sidecar-shim/frame.c ;;
 	# the whole agent but main(): request handling down to sandbox lookup
 	api) ls agent/*.c agent/lib/*.c | grep -v '^agent/main.c$' | tr '\n' ' ' ;;
 	esac
@@ -68,6 +69,7 @@ max_len_of() {
 libs_of() {
 	case $1 in
 	cgroup | state | config) echo -lcjson ;;
+	shimframe) echo -Isidecar-shim -lcjson ;;
 	api) echo -Ibuild -DBK_VERSION=\"fuzz\" $(pkg-config --cflags --libs libbpf libmnl libmicrohttpd libcjson openssl) -lpthread ;;
 	esac
 }
