@@ -283,6 +283,17 @@ done:
 	return out;
 }
 
+struct spawn_ctx {
+	struct bk_agent *a;
+	const char *pod_uid;
+};
+
+static void exec_spawned(void *ud)
+{
+	struct spawn_ctx *sc = ud;
+	bk_session_exec_spawned(sc->a, sc->pod_uid);
+}
+
 char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
 {
 	struct exec_args ea;
@@ -321,19 +332,33 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 	/* The session's command allowlist, enforced twice: a strict parser
 	 * here, and a Landlock execute allowlist in the kernel. */
 	int landlock_fd = -1;
+	/* from here until its process is in its cgroup, a /configure of this
+	 * pod waits for this exec (and one already running makes this wait) */
+	if (bk_session_exec_begin(a, pod->pod_uid) < 0) {
+		for (size_t i = 0; i < ea.nsecrets; i++)
+			free(owned[i]);
+		return bk_api_error(503, "out_of_memory", "no room to track this exec's session");
+	}
 	char *refusal = check_allowlist(a, pod, &ea, envp[0] + 5, &landlock_fd);
 	if (refusal) {
+		bk_session_exec_spawned(a, pod->pod_uid);
 		for (size_t i = 0; i < ea.nsecrets; i++)
 			free(owned[i]);
 		return refusal;
 	}
+	struct spawn_ctx sc = { .a = a, .pod_uid = pod->pod_uid };
 	struct bk_exec_req req = {
 		.command = ea.command, .timeout_s = ea.timeout, .cwd = ea.cwd, .env = envp, .out_cap = a->cfg.output_cap,
 		.profile = prof, .client_fd = bk_api_client_fd, .landlock_fd = landlock_fd,
+		.spawned = exec_spawned, .spawned_ud = &sc,
 	};
+
 	struct bk_exec_result *res = calloc(1, sizeof(*res));
-	if (!res)
+	if (!res) {
+		exec_spawned(&sc);
+		closep(&landlock_fd);
 		return bk_api_error(503, "out_of_memory", "out of memory");
+	}
 	int r = bk_exec_run(&a->engine, pod, &req, res);
 	closep(&landlock_fd);
 	for (size_t i = 0; i < ea.nsecrets; i++)

@@ -667,7 +667,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	for (int i = 0; i < BK_NPROGS; i++)
 		att.link_fd[i] = -1;
 	int pidfd = -1, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, info_p[2] = { -1, -1 }, netns_fd = -1;
-	bool slotted = false, recorded = false;
+	bool slotted = false, recorded = false, spawned_called = false;
 	size_t ocap = 0, ecap = 0;
 
 	if (streq(c->fault, "cgroup")) {
@@ -770,6 +770,10 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	int clone_errno = errno;
 	if (pid == 0)
 		child_main(&ca);
+	if (req->spawned && !spawned_called) {
+		spawned_called = true;
+		req->spawned(req->spawned_ud);
+	}
 	if (setns(e->self_pidns, CLONE_NEWPID) < 0) {
 		/* cannot happen for our own namespace; never spawn from a
 		 * thread whose pid_for_children is wrong */
@@ -918,6 +922,8 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	r = 0;
 	res->t_us[3] = (uint32_t)((now_ns() - tp) / 1000);
 out:
+	if (req->spawned && !spawned_called)
+		req->spawned(req->spawned_ud);
 	tp = now_ns();
 	if (cg.v2[0]) {
 		int kr = bk_exec_cg_kill(&cg, 5000);

@@ -66,6 +66,9 @@ struct bk_exec_req {
 	const struct bk_profile *profile; /* egress profile (selected by the caller) */
 	int client_fd;                /* the requester's connection (-1: none): its hang-up kills the exec */
 	int landlock_fd;              /* Landlock ruleset to apply before execve (-1: none) */
+	/* called exactly once: when the child is in its cgroup, or on failure */
+	void (*spawned)(void *ud);
+	void *spawned_ud;
 };
 
 struct bk_exec_result {

@@ -24,6 +24,7 @@ struct session {
 	uint64_t generation;
 	int64_t configured_at; /* unix seconds */
 	bool busy;             /* a /configure is running for this pod */
+	unsigned setting_up;   /* execs past the session check, not yet spawned */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -225,7 +226,8 @@ static struct session *find_locked(struct bk_agent *a, const char *pod_uid, bool
 			/* evict the longest-unconfigured idle session (its file stays) */
 			size_t old = SIZE_MAX;
 			for (size_t i = 0; i < ntab; i++)
-				if (!tab[i].busy && (old == SIZE_MAX || tab[i].configured_at < tab[old].configured_at))
+				if (!tab[i].busy && !tab[i].setting_up &&
+				    (old == SIZE_MAX || tab[i].configured_at < tab[old].configured_at))
 					old = i;
 			if (old == SIZE_MAX) {
 				if (have)
@@ -380,6 +382,11 @@ char *bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const c
 		return bk_api_error(503, "out_of_memory", "no room for another session");
 	}
 	s->busy = true;
+	/* an exec that passed its session check before this /configure began
+	 * must have its process in its cgroup before the kill below looks:
+	 * otherwise it could start after the kill and outlive its session */
+	while ((s = find_locked(a, pod->pod_uid, true)) && s->setting_up)
+		pthread_cond_wait(&idle, &lock);
 	pthread_mutex_unlock(&lock);
 
 	char err[512] = "";
@@ -471,4 +478,27 @@ char *bk_tool_call(struct bk_agent *a, const struct bk_pod *pod, const cJSON *ar
 		out = bk_api_error(400, "unknown_tool", "unknown tool \"%.64s\"", t);
 	cJSON_Delete(empty);
 	return out;
+}
+
+int bk_session_exec_begin(struct bk_agent *a, const char *pod_uid)
+{
+	pthread_mutex_lock(&lock);
+	struct session *s;
+	/* while a /configure runs, a new exec belongs to the next session */
+	while ((s = find_locked(a, pod_uid, true)) && s->busy)
+		pthread_cond_wait(&idle, &lock);
+	if (s)
+		s->setting_up++;
+	pthread_mutex_unlock(&lock);
+	return s ? 0 : -ENOMEM;
+}
+
+void bk_session_exec_spawned(struct bk_agent *a, const char *pod_uid)
+{
+	pthread_mutex_lock(&lock);
+	struct session *s = find_locked(a, pod_uid, false);
+	if (s && s->setting_up)
+		s->setting_up--;
+	pthread_cond_broadcast(&idle);
+	pthread_mutex_unlock(&lock);
 }

@@ -30,3 +30,8 @@ int bk_session_allowed(struct bk_agent *a, const char *pod_uid, char ***out);
  * (0 when none, +1 per /configure) when gen is not NULL. */
 void bk_session_current(struct bk_agent *a, const char *pod_uid, char *out, size_t outlen, uint64_t *gen);
 void bk_strv_free(char **v);
+/* Bracket an exec's setup: begin waits while a /configure runs for the
+ * pod; spawned (exactly once, when the exec's process is in its cgroup or
+ * the exec failed) lets a waiting /configure kill it. */
+int bk_session_exec_begin(struct bk_agent *a, const char *pod_uid);
+void bk_session_exec_spawned(struct bk_agent *a, const char *pod_uid);
