@@ -9,7 +9,7 @@ PKGS=(
   libbpf-dev bpftool libelf-dev zlib1g-dev
   libmnl-dev libssl-dev libmicrohttpd-dev libcjson-dev libcmocka-dev
   libclang-rt-14-dev
-  runc iproute2 curl jq openssl procps util-linux kmod python3 bc python3-prometheus-client
+  runc iproute2 curl jq openssl procps util-linux kmod python3 bc python3-prometheus-client valgrind
 )
 
 missing=()
