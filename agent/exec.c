@@ -591,46 +591,14 @@ static int append(char **buf, size_t *len, size_t *cap, const char *src, size_t 
 	return 0;
 }
 
-static const enum bpf_attach_type attach_types[BK_NPROGS] = {
-	BPF_CGROUP_INET_SOCK_CREATE, BPF_CGROUP_INET4_CONNECT, BPF_CGROUP_INET6_CONNECT,
-	BPF_CGROUP_UDP4_SENDMSG,     BPF_CGROUP_UDP6_SENDMSG,  BPF_CGROUP_INET_EGRESS,
-};
-
-int bk_attached_count(struct bk_engine *e, int cg_fd)
-{
-	const struct bk_prog_desc *pd = bk_filter_progs(e->filter);
-	int n = 0;
-	for (int i = 0; i < BK_NPROGS; i++) {
-		__u32 ids[8], cnt = 8, flags = 0;
-		if (bpf_prog_query(cg_fd, attach_types[i], 0, &flags, ids, &cnt) < 0)
-			continue;
-		for (__u32 k = 0; k < cnt; k++)
-			if (ids[k] == pd[i].id) {
-				n++;
-				break;
-			}
-	}
-	return n;
-}
-
 /* Read back, from the kernel, which programs are attached to the exec
  * cgroup; every one of ours must be there. */
 static int verify_attached(struct bk_engine *e, int cg_fd, struct bk_exec_result *res)
 {
-	const struct bk_prog_desc *pd = bk_filter_progs(e->filter);
-	res->n_progs = 0;
-	for (int i = 0; i < BK_NPROGS; i++) {
-		__u32 ids[8], cnt = 8, flags = 0;
-		if (bpf_prog_query(cg_fd, attach_types[i], 0, &flags, ids, &cnt) < 0)
-			return -errno;
-		bool found = false;
-		for (__u32 k = 0; k < cnt; k++)
-			if (ids[k] == pd[i].id)
-				found = true;
-		if (!found)
-			return -ENOENT;
-		res->progs[res->n_progs++] = pd[i];
-	}
+	if (bk_filter_attached(e->filter, cg_fd) != BK_NPROGS)
+		return -ENOENT;
+	memcpy(res->progs, bk_filter_progs(e->filter), sizeof(res->progs));
+	res->n_progs = BK_NPROGS;
 	return 0;
 }
 
@@ -914,7 +882,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	}
 	res->exit_code = res->timed_out ? 124 : status;
 	/* did the BPF layer hold until the end? (read back again) */
-	res->bpf_held = !e->filter || bk_attached_count(e, cg.v2_fd) == BK_NPROGS;
+	res->bpf_held = !e->filter || bk_filter_attached(e->filter, cg.v2_fd) == BK_NPROGS;
 	if (!res->out)
 		res->out = strdup("");
 	if (!res->err)

@@ -114,8 +114,7 @@ int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t
 void bk_engine_fini(struct bk_engine *e);
 /* A fresh network namespace (lo up); fd or -errno. */
 int bk_engine_fresh_netns(struct bk_engine *e);
-/* How many of our programs the kernel reports attached to a cgroup. */
-int bk_attached_count(struct bk_engine *e, int cg_fd);
+
 void bk_exec_result_free(struct bk_exec_result *r);
 /* Returns 0 when the command ran (whatever its exit code), -errno when a
  * layer failed (res->layer/res->error say which and why). */

@@ -687,27 +687,41 @@ static int atomic_write(int dirfd, const char *base, const char *data, size_t le
 	return tmp_commit(&t, base, old);
 }
 
+/* The request's root (O_PATH), or the helper answers with the error. */
+static int root_or_fail(struct hctx *h)
+{
+	int fd = open_root(h->rq->vp.root, O_PATH);
+	if (fd < 0)
+		h_errno(h, -fd, bk_vroots[h->rq->vp.root].path);
+	return fd;
+}
+
+/* The directory holding the request's final component (created when
+ * mkdirs), or the helper answers with the error. */
+static void final_or_fail(struct hctx *h, int rootfd, bool mkdirs, int *dirfd, char base[BK_NAME_MAX + 1])
+{
+	int r = resolve_final(rootfd, h->rq->vp.rel, mkdirs, dirfd, base);
+	if (r < 0)
+		h_errno(h, -r, h->rq->vp.abs);
+}
+
 /* ---- operations ------------------------------------------------------------------------ */
 
 static _Noreturn void op_create(struct hctx *h)
 {
 	const struct freq *q = h->rq;
 	const char *path = q->vp.abs;
-	_cleanup_close_ int rootfd = open_root(q->vp.root, O_PATH);
-	if (rootfd < 0)
-		h_errno(h, -rootfd, bk_vroots[q->vp.root].path);
+	_cleanup_close_ int rootfd = root_or_fail(h);
 	_cleanup_close_ int dirfd = -1;
 	char base[BK_NAME_MAX + 1];
-	int r = resolve_final(rootfd, q->vp.rel, true, &dirfd, base);
-	if (r < 0)
-		h_errno(h, -r, path);
+	final_or_fail(h, rootfd, true, &dirfd, base);
 	struct stat st;
 	bool exists = fstatat(dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0;
 	if (exists && S_ISDIR(st.st_mode))
 		h_errno(h, EISDIR, path);
 	if (exists && !S_ISREG(st.st_mode))
 		h_fail(h, 400, "not_a_regular_file", "%s exists and is not a regular file", path);
-	r = atomic_write(dirfd, base, q->content, q->content_len, exists ? &st : NULL);
+	int r = atomic_write(dirfd, base, q->content, q->content_len, exists ? &st : NULL);
 	if (r < 0)
 		h_errno(h, -r, path);
 	cJSON *b = cJSON_CreateObject();
@@ -744,9 +758,7 @@ static _Noreturn void op_view(struct hctx *h)
 {
 	const struct freq *q = h->rq;
 	const char *path = q->vp.abs;
-	_cleanup_close_ int rootfd = open_root(q->vp.root, O_PATH);
-	if (rootfd < 0)
-		h_errno(h, -rootfd, bk_vroots[q->vp.root].path);
+	_cleanup_close_ int rootfd = root_or_fail(h);
 	/* O_NONBLOCK: a FIFO must not hang the helper */
 	int fd = in_root(rootfd, q->vp.rel, O_RDONLY | O_NONBLOCK | O_NOCTTY | (q->vp.trailing_slash ? O_DIRECTORY : 0), 0);
 	if (fd < 0)
@@ -822,14 +834,10 @@ static _Noreturn void op_str_replace(struct hctx *h)
 {
 	const struct freq *q = h->rq;
 	const char *path = q->vp.abs;
-	_cleanup_close_ int rootfd = open_root(q->vp.root, O_PATH);
-	if (rootfd < 0)
-		h_errno(h, -rootfd, bk_vroots[q->vp.root].path);
+	_cleanup_close_ int rootfd = root_or_fail(h);
 	_cleanup_close_ int dirfd = -1;
 	char base[BK_NAME_MAX + 1];
-	int r = resolve_final(rootfd, q->vp.rel, false, &dirfd, base);
-	if (r < 0)
-		h_errno(h, -r, path);
+	final_or_fail(h, rootfd, false, &dirfd, base);
 	int fd = beneath(dirfd, base, O_RDONLY | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		h_errno(h, -fd, path);
@@ -844,7 +852,7 @@ static _Noreturn void op_str_replace(struct hctx *h)
 		h_fail(h, 422, "unviewable", "%s is larger than %u bytes", path, VIEW_MAX);
 	char *buf;
 	size_t len;
-	r = read_all(fd, VIEW_MAX, &buf, &len);
+	int r = read_all(fd, VIEW_MAX, &buf, &len);
 	close(fd);
 	if (r == -EFBIG)
 		h_fail(h, 422, "unviewable", "%s is larger than %u bytes", path, VIEW_MAX);
@@ -898,9 +906,7 @@ static _Noreturn void op_ls(struct hctx *h)
 {
 	const struct freq *q = h->rq;
 	const char *path = q->vp.abs;
-	_cleanup_close_ int rootfd = open_root(q->vp.root, O_PATH);
-	if (rootfd < 0)
-		h_errno(h, -rootfd, bk_vroots[q->vp.root].path);
+	_cleanup_close_ int rootfd = root_or_fail(h);
 	int fd = in_root(rootfd, q->vp.rel, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		h_errno(h, -fd, path);
@@ -997,9 +1003,7 @@ static _Noreturn void op_glob(struct hctx *h)
 {
 	const struct freq *q = h->rq;
 	const char *path = q->vp.abs;
-	_cleanup_close_ int rootfd = open_root(q->vp.root, O_PATH);
-	if (rootfd < 0)
-		h_errno(h, -rootfd, bk_vroots[q->vp.root].path);
+	_cleanup_close_ int rootfd = root_or_fail(h);
 	int fd = in_root(rootfd, q->vp.rel, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		h_errno(h, -fd, path);
@@ -1122,9 +1126,7 @@ static _Noreturn void op_grep(struct hctx *h)
 		cJSON_AddStringToObject(b, "error", e);
 		h_reply(h, 200, b);
 	}
-	_cleanup_close_ int rootfd = open_root(q->vp.root, O_PATH);
-	if (rootfd < 0)
-		h_errno(h, -rootfd, bk_vroots[q->vp.root].path);
+	_cleanup_close_ int rootfd = root_or_fail(h);
 	int fd = in_root(rootfd, q->vp.rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
 	if (fd < 0)
 		h_errno(h, -fd, path);

@@ -406,3 +406,24 @@ uint64_t bk_filter_stat(struct bk_filter *f, int idx)
 		sum += vals[i];
 	return sum;
 }
+
+enum bpf_attach_type bk_filter_attach_type(const struct bk_filter *f, int i)
+{
+	return bpf_program__expected_attach_type(prog_at(f->skel, i));
+}
+
+int bk_filter_attached(struct bk_filter *f, int cg_fd)
+{
+	int n = 0;
+	for (int i = 0; i < BK_NPROGS; i++) {
+		__u32 ids[16], cnt = 16, flags = 0;
+		if (bpf_prog_query(cg_fd, bk_filter_attach_type(f, i), 0, &flags, ids, &cnt) < 0)
+			continue;
+		for (__u32 k = 0; k < cnt; k++)
+			if (ids[k] == f->progs[i].id) {
+				n++;
+				break;
+			}
+	}
+	return n;
+}

@@ -11,6 +11,8 @@
 #include "bk_shared.h"
 #include "policy.h"
 
+#include <linux/bpf.h>
+
 #define BK_NPROGS 6
 
 struct bk_prog_desc {
@@ -52,6 +54,10 @@ int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *
 uint64_t bk_filter_denied(struct bk_filter *f, uint64_t cgid);
 void bk_filter_detach(struct bk_filter *f, struct bk_filter_att *att);
 const struct bk_prog_desc *bk_filter_progs(const struct bk_filter *f);
+/* The hook of program i (the order of bk_filter_progs). */
+enum bpf_attach_type bk_filter_attach_type(const struct bk_filter *f, int i);
+/* How many of our programs the kernel reports attached to a cgroup. */
+int bk_filter_attached(struct bk_filter *f, int cg_fd);
 /* Ring buffer of denials: poll fd and consume. */
 typedef void (*bk_event_fn)(const struct bk_event *e, void *ud);
 int bk_filter_events_poll(struct bk_filter *f, int timeout_ms, bk_event_fn fn, void *ud);

@@ -57,10 +57,6 @@ int bk_parse_target(const char *s, int *family, unsigned char addr[16], uint16_t
 
 /* ---- kernel read-back -------------------------------------------------------- */
 
-static const enum bpf_attach_type types[BK_NPROGS] = {
-	BPF_CGROUP_INET_SOCK_CREATE, BPF_CGROUP_INET4_CONNECT, BPF_CGROUP_INET6_CONNECT,
-	BPF_CGROUP_UDP4_SENDMSG,     BPF_CGROUP_UDP6_SENDMSG,  BPF_CGROUP_INET_EGRESS,
-};
 
 static cJSON *prog_json(uint32_t id)
 {
@@ -83,17 +79,18 @@ static cJSON *prog_json(uint32_t id)
 }
 
 /* Programs attached to a cgroup, per hook, as the kernel reports them. */
-static cJSON *attached_json(int cg_fd, int *ours, const struct bk_prog_desc *pd)
+static cJSON *attached_json(struct bk_filter *f, int cg_fd, int *ours)
 {
 	cJSON *arr = cJSON_CreateArray();
+	const struct bk_prog_desc *pd = bk_filter_progs(f);
 	*ours = 0;
 	for (int i = 0; i < BK_NPROGS; i++) {
 		__u32 ids[16], cnt = 16, flags = 0;
-		if (bpf_prog_query(cg_fd, types[i], 0, &flags, ids, &cnt) < 0)
+		if (bpf_prog_query(cg_fd, bk_filter_attach_type(f, i), 0, &flags, ids, &cnt) < 0)
 			continue;
 		for (__u32 k = 0; k < cnt; k++) {
 			cJSON_AddItemToArray(arr, prog_json(ids[k]));
-			if (pd && ids[k] == pd[i].id)
+			if (ids[k] == pd[i].id)
 				(*ours)++;
 		}
 	}
@@ -187,7 +184,7 @@ static cJSON *exec_json(struct bk_agent *a, const char *v2dir, const char *rel)
 	_cleanup_close_ int cfd = open(v2dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int ours = 0;
 	if (cfd >= 0 && e->filter) {
-		cJSON_AddItemToObject(o, "bpf", attached_json(cfd, &ours, bk_filter_progs(e->filter)));
+		cJSON_AddItemToObject(o, "bpf", attached_json(e->filter, cfd, &ours));
 		cJSON_AddBoolToObject(o, "bpf_complete", ours == BK_NPROGS);
 	}
 	if (e->filter) {

@@ -189,6 +189,19 @@ static int cmd_simple(const char *op, bool ready)
 	return rc;
 }
 
+/* admin_call that only returns a 200 answer; otherwise says why. */
+static cJSON *admin_call_ok(const char *op, cJSON *args)
+{
+	int status;
+	cJSON *resp = admin_call(admin_socket, op, args, &status);
+	if (resp && status != 200) {
+		print_error(resp);
+		cJSON_Delete(resp);
+		return NULL;
+	}
+	return resp;
+}
+
 static int cmd_inspect(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -197,15 +210,9 @@ static int cmd_inspect(int argc, char **argv)
 	}
 	cJSON *args = cJSON_CreateObject();
 	cJSON_AddStringToObject(args, "sandbox", argv[1]);
-	int status;
-	cJSON *resp = admin_call(admin_socket, "inspect", args, &status);
+	cJSON *resp = admin_call_ok("inspect", args);
 	if (!resp)
 		return 1;
-	if (status != 200) {
-		print_error(resp);
-		cJSON_Delete(resp);
-		return 1;
-	}
 	char *t = cJSON_Print(cJSON_GetObjectItemCaseSensitive(resp, "body"));
 	puts(t);
 	free(t);
@@ -234,15 +241,9 @@ static int cmd_verify(int argc, char **argv)
 	cJSON *args = cJSON_CreateObject();
 	cJSON_AddStringToObject(args, "sandbox", argv[1]);
 	cJSON_AddNumberToObject(args, "hold", hold);
-	int status;
-	cJSON *resp = admin_call(admin_socket, "verify", args, &status);
+	cJSON *resp = admin_call_ok("verify", args);
 	if (!resp)
 		return 1;
-	if (status != 200) {
-		print_error(resp);
-		cJSON_Delete(resp);
-		return 1;
-	}
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(resp, "body");
 	bool passed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "passed"));
 	if (json) {

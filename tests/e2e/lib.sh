@@ -105,3 +105,22 @@ in_cgroup_of() {
 	local cg=$1; shift
 	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@"
 }
+
+# fake_metadata PODNS: a test namespace holding 169.254.169.254, linked to
+# the pod's network namespace, serving $T/md over HTTP on port 80
+# (/latest/meta-data says "metadata-secret"). Returns once it answers.
+fake_metadata() {
+	local pod=$1 md=bk-t-md-$$
+	bk_netns_add "$md"
+	ip link add bkmd$$ type veth peer name bkmp$$
+	ip link set bkmd$$ netns "$md"; ip link set bkmp$$ netns "$pod"
+	ip -n "$md" addr add 169.254.169.254/16 dev bkmd$$; ip -n "$md" link set bkmd$$ up
+	ip -n "$pod" addr add 169.254.1.1/16 dev bkmp$$; ip -n "$pod" link set bkmp$$ up
+	mkdir -p "$T/md/latest"; echo metadata-secret > "$T/md/latest/meta-data"
+	nsenter --net="/run/netns/$md" python3 -m http.server 80 --bind 169.254.169.254 --directory "$T/md" >/dev/null 2>&1 &
+	for _ in $(seq 1 50); do
+		nsenter --net="/run/netns/$pod" curl -s -o /dev/null --max-time 1 http://169.254.169.254/latest/meta-data && return 0
+		sleep 0.1
+	done
+	return 1
+}

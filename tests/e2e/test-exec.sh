@@ -27,15 +27,7 @@ check "receipt: v1 pids and memory cgroups used on this hybrid host" \
 	sh -c "jq -e '.isolation.cgroup_pids_v1 and .isolation.cgroup_memory_v1' $T/last.json >/dev/null"
 
 # --- a fake metadata server reachable from the pod (test namespaces only) ---
-MD=bk-t-md-$$
-bk_netns_add "$MD"
-ip link add bkmd$$ type veth peer name bkmp$$
-ip link set bkmd$$ netns "$MD"; ip link set bkmp$$ netns "$PODNS"
-ip -n "$MD" addr add 169.254.169.254/16 dev bkmd$$; ip -n "$MD" link set bkmd$$ up
-ip -n "$PODNS" addr add 169.254.1.1/16 dev bkmp$$; ip -n "$PODNS" link set bkmp$$ up
-mkdir -p "$T/md/latest"; echo metadata-secret > "$T/md/latest/meta-data"
-nsenter --net="/run/netns/$MD" python3 -m http.server 80 --bind 169.254.169.254 --directory "$T/md" >/dev/null 2>&1 &
-for _ in $(seq 1 50); do nsenter --net="/run/netns/$PODNS" curl -s --max-time 1 http://169.254.169.254/latest/meta-data >/dev/null && break; sleep 0.1; done
+fake_metadata "$PODNS"
 check "the fake metadata server is reachable from the pod network" \
 	sh -c "nsenter --net=/run/netns/$PODNS curl -s --max-time 2 http://169.254.169.254/latest/meta-data | grep -q metadata-secret"
 

@@ -8,14 +8,7 @@
 bk_start_agent '{"layers":{"netns":false}}' || { not_ok "agent starts"; exit 1; }
 bk_sandbox_create rc1 || { not_ok "sandbox created"; exit 1; }
 PODNS=$(sb rc1 pod_netns)
-MD=bk-t-rmd-$$
-bk_netns_add "$MD"
-ip link add bkrm$$ type veth peer name bkrp$$
-ip link set bkrm$$ netns "$MD"; ip link set bkrp$$ netns "$PODNS"
-ip -n "$MD" addr add 169.254.169.254/16 dev bkrm$$; ip -n "$MD" link set bkrm$$ up
-ip -n "$PODNS" addr add 169.254.1.1/16 dev bkrp$$; ip -n "$PODNS" link set bkrp$$ up
-nsenter --net="/run/netns/$MD" python3 -m http.server 80 --bind 169.254.169.254 --directory "$T" >/dev/null 2>&1 &
-for _ in $(seq 1 50); do nsenter --net="/run/netns/$PODNS" curl -s -o /dev/null --max-time 1 http://169.254.169.254/ && break; sleep 0.1; done
+fake_metadata "$PODNS"
 check "fake metadata server reachable from the pod network" nsenter --net="/run/netns/$PODNS" curl -s -o /dev/null --max-time 2 http://169.254.169.254/
 
 # the exec: tries the metadata server every 20 ms, records any success
