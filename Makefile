@@ -22,7 +22,7 @@ WARN      := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter -Wn
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 $(WARN) -D_GNU_SOURCE -fstack-protector-strong \
              -fno-strict-aliasing -DBK_VERSION='"$(VERSION)"' \
-             -Iagent -Iagent/lib -Ibpf/include -I$(BUILD) $(PKG_CFLAGS)
+             -I. -I$(BUILD) $(PKG_CFLAGS)
 LDFLAGS   += -Wl,-z,relro,-z,now
 
 ifeq ($(SANITIZE),1)
@@ -33,9 +33,12 @@ else
   CFLAGS  += -D_FORTIFY_SOURCE=2
 endif
 
-LIB_SRCS   := $(wildcard agent/lib/*.c)
-AGENT_SRCS := $(filter-out agent/main.c,$(wildcard agent/*.c))
-CTL_SRCS   := $(wildcard agent/ctl/*.c)
+# lib/ is shared by the three binaries; agent/<room>/ are the agent's rooms
+# (agent/README.md); boxkitectl is agent/ctl/ (with its local/ runtime).
+ROOMS      := api session isolate caller files observe parse
+LIB_SRCS   := $(wildcard lib/*.c)
+AGENT_SRCS := $(foreach r,$(ROOMS),$(wildcard agent/$(r)/*.c))
+CTL_SRCS   := $(wildcard agent/ctl/*.c agent/ctl/local/*.c)
 SHIM_SRCS  := $(wildcard sidecar-shim/*.c)
 UNIT_SRCS  := $(wildcard tests/unit/test-*.c)
 TOOL_SRCS  := $(wildcard tests/tools/*.c)
@@ -60,11 +63,11 @@ deps:
 
 # ---- BPF -------------------------------------------------------------------
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
-              -I/usr/include/$(MULTIARCH) -Ibpf/include
+              -I/usr/include/$(MULTIARCH) -Ibpf
 
 BPF_SKEL := $(BUILD)/boxkite.skel.h
 
-$(BUILD)/bpf/boxkite.tmp.bpf.o: bpf/boxkite.bpf.c $(wildcard bpf/include/*.h)
+$(BUILD)/bpf/boxkite.tmp.bpf.o: bpf/egress.bpf.c bpf/egress.h
 	@mkdir -p $(@D)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 

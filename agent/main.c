@@ -15,13 +15,13 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "api.h"
-#include "metrics.h"
-#include "observe.h"
-#include "recover.h"
-#include "log.h"
-#include "proto.h"
-#include "util.h"
+#include "agent/api/api.h"
+#include "agent/observe/metrics.h"
+#include "agent/observe/observe.h"
+#include "agent/isolate/recover.h"
+#include "lib/log.h"
+#include "lib/proto.h"
+#include "lib/util.h"
 
 #define MAX_CONNS 256
 

@@ -13,7 +13,7 @@
  * The shim adds nothing to a request: the agent identifies the caller from
  * the kernel (SO_PEERPIDFD / the peer's cgroup). */
 #include "shim.h"
-#include "proto.h"
+#include "lib/proto.h"
 
 #include <cjson/cJSON.h>
 #include <poll.h>

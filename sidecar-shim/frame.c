@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
+#include "lib/proto.h"
 
 bool body_is_json_object(const char *b, size_t len)
 {

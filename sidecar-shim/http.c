@@ -18,7 +18,7 @@
  * A request rejected before the agent round trip never reaches the agent. */
 #include "shim.h"
 #include "frame.h"
-#include "proto.h"
+#include "lib/proto.h"
 
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>

@@ -21,7 +21,7 @@
  * nothing calls exit(): errors become HTTP answers. SIGTERM/SIGINT stop
  * accepting, let in-flight requests finish, and return 0 from main. */
 #include "shim.h"
-#include "proto.h"
+#include "lib/proto.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

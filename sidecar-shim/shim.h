@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 #define SHIM_DEFAULT_LISTEN "0.0.0.0:8443"
 #define SHIM_DEFAULT_AGENT_SOCKET "/run/boxkite/agent.sock"

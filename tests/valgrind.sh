@@ -133,7 +133,7 @@ if kill -0 "$VG_PID" 2>/dev/null; then not_ok "the agent stops on SIGTERM within
 fi
 
 # --- what valgrind found --------------------------------------------------------------------
-/usr/bin/python3 - "$T/vg.log" "$(for f in agent/*.c agent/lib/*.c agent/ctl/*.c; do printf '%s ' "${f##*/}"; done)" > "$T/vg.summary" <<'PYEOF'
+/usr/bin/python3 - "$T/vg.log" "$(for f in agent/*/*.c agent/ctl/local/*.c lib/*.c; do printf '%s ' "${f##*/}"; done)" > "$T/vg.summary" <<'PYEOF'
 import re, sys
 txt = open(sys.argv[1]).read()
 lines = [re.sub(r"^==\d+== ?", "", l) for l in txt.splitlines() if re.match(r"^==\d+==", l)]

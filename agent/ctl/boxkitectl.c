@@ -6,9 +6,9 @@
 #include <limits.h>
 #include <sys/stat.h>
 
-#include "local.h"
-#include "proto.h"
-#include "util.h"
+#include "agent/ctl/local/local.h"
+#include "lib/proto.h"
+#include "lib/util.h"
 
 static const char *admin_socket = "/run/boxkite/admin.sock";
 

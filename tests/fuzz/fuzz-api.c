@@ -5,7 +5,7 @@
  * configured, so no request can resolve a sandbox and nothing ever runs:
  * what is fuzzed is everything before that. */
 #include "fuzz.h"
-#include "api.h"
+#include "agent/api/api.h"
 
 #include <cJSON.h>
 

@@ -5,7 +5,7 @@
  * first byte chooses. Results are checked against invariants and against a
  * line splitter written here, independent of the code under test. */
 #include "fuzz.h"
-#include "identity.h"
+#include "agent/caller/identity.h"
 
 #include <errno.h>
 

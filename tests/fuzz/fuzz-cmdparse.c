@@ -19,7 +19,7 @@
  *  - checking twice gives the same answer.
  */
 #include "fuzz.h"
-#include "cmdparse.h"
+#include "agent/parse/cmdparse.h"
 
 #include <errno.h>
 

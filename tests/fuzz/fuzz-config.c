@@ -4,7 +4,7 @@
  * the BPF/allow_unsafe rule must hold after every successful parse, and a
  * failed parse must say why. */
 #include "fuzz.h"
-#include "config.h"
+#include "agent/parse/config.h"
 
 #include <cJSON.h>
 #include <errno.h>

@@ -12,7 +12,7 @@
  * The raw mode finds header bugs, the structured one reaches deep
  * reassembly states quickly and checks the result against a model. */
 #include "fuzz.h"
-#include "proto.h"
+#include "lib/proto.h"
 
 #include <errno.h>
 

@@ -3,7 +3,7 @@
  * The result must name mount points that occur in the text, fit their
  * buffers, and success must mean a cgroup2 mount was found. */
 #include "fuzz.h"
-#include "cgroup.h"
+#include "agent/isolate/cgroup.h"
 
 #include <errno.h>
 

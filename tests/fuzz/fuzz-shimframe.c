@@ -4,7 +4,7 @@
  * frame whose "op" is the route's, and the agent reads the same thing. */
 #include "fuzz.h"
 #include "frame.h"
-#include "proto.h"
+#include "lib/proto.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

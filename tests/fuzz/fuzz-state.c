@@ -3,7 +3,7 @@
  * container runtime leaves it. The agent reads it from the runtime's state
  * directory; a container can influence labels and annotations. */
 #include "fuzz.h"
-#include "identity.h"
+#include "agent/caller/identity.h"
 
 #include <errno.h>
 

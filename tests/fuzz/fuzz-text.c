@@ -21,7 +21,7 @@
  *    with "[REDACTED]" (for the others the marker itself can spell them).
  */
 #include "fuzz.h"
-#include "text.h"
+#include "agent/parse/text.h"
 
 static const char RED[] = "[REDACTED]";
 #define REDLEN (sizeof(RED) - 1)

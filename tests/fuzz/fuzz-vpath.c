@@ -2,7 +2,7 @@
 /* Fuzz the virtual-path parser and the glob matcher (agent/vpath.c): the
  * path of every file route comes straight from the shim's request body. */
 #include "fuzz.h"
-#include "vpath.h"
+#include "agent/parse/vpath.h"
 
 #include <errno.h>
 

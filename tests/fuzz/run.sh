@@ -34,28 +34,22 @@ if [ -z "$CC" ]; then
 fi
 CFLAGS="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 	-std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE
-	-Iagent -Iagent/lib -Ibpf/include -I/usr/include/cjson -Itests/fuzz"
+	-I. -I/usr/include/cjson -Itests/fuzz"
 
 # the code under test that each target compiles in, and its libraries
 srcs_of() {
 	case $1 in
-	frame) echo agent/lib/proto.c agent/lib/util.c ;;
-	cgroup | state) echo agent/identity.c agent/lib/util.c ;;
-	text) echo agent/text.c ;;
-	cmdparse) echo agent/cmdparse.c agent/vpath.c ;;
-	vpath) echo agent/vpath.c ;;
-	config)
-		# config.c hands the egress profiles to policy.c where it exists
-		if [ -f agent/policy.c ]; then
-			echo agent/config.c agent/lib/util.c agent/policy.c
-		else
-			echo agent/config.c agent/lib/util.c
-		fi
-		;;
-	mountinfo) echo agent/cgroup.c agent/lib/util.c ;;
+	frame) echo lib/proto.c lib/util.c ;;
+	cgroup | state) echo agent/caller/identity.c lib/util.c ;;
+	text) echo agent/parse/text.c ;;
+	cmdparse) echo agent/parse/cmdparse.c agent/parse/vpath.c ;;
+	vpath) echo agent/parse/vpath.c ;;
+	# config.c hands the egress profiles to policy.c
+	config) echo agent/parse/config.c agent/parse/policy.c lib/util.c ;;
+	mountinfo) echo agent/isolate/cgroup.c lib/util.c ;;
 	shimframe) echo sidecar-shim/frame.c ;;
 	# the whole agent but main(): request handling down to sandbox lookup
-	api) ls agent/*.c agent/lib/*.c | grep -v '^agent/main.c$' | tr '\n' ' ' ;;
+	api) ls agent/*/*.c lib/*.c | grep -v '^agent/ctl/' | tr '\n' ' ' ;;
 	esac
 }
 # inputs must be able to cross the parsers' 4096/4200-byte line and path limits
@@ -98,7 +92,7 @@ needs_build() {
 	local bin=$1 t=$2 f
 	[ -x "$bin" ] || return 0
 	[ "$(cat "$bin.flags" 2>/dev/null)" = "$CC $CFLAGS" ] || return 0
-	for f in tests/fuzz/fuzz-$t.c tests/fuzz/fuzz.h tests/fuzz/run.sh $(srcs_of "$t") agent/*.h agent/lib/*.h; do
+	for f in tests/fuzz/fuzz-$t.c tests/fuzz/fuzz.h tests/fuzz/run.sh $(srcs_of "$t") agent/*/*.h lib/*.h bpf/*.h; do
 		[ "$f" -nt "$bin" ] && return 0
 	done
 	return 1

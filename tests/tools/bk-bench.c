@@ -6,8 +6,8 @@
 #include <pthread.h>
 #include <sys/wait.h>
 
-#include "proto.h"
-#include "util.h"
+#include "lib/proto.h"
+#include "lib/util.h"
 
 static int cmp_u64(const void *a, const void *b)
 {

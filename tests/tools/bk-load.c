@@ -30,7 +30,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 static struct {
 	struct sockaddr_in addr;

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "cmdparse.h"
-#include "util.h"
+#include "agent/parse/cmdparse.h"
+#include "lib/util.h"
 
 /* word as /bin/sh would look it up -> real path of what it finds */
 struct fake_ent {

@@ -4,8 +4,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "identity.h"
-#include "util.h"
+#include "agent/caller/identity.h"
+#include "lib/util.h"
 
 #define UID "0a1b2c3d-4e5f-6789-abcd-ef0123456789"
 #define UIDU "0a1b2c3d_4e5f_6789_abcd_ef0123456789"

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "landlock.h"
-#include "util.h"
+#include "agent/isolate/landlock.h"
+#include "lib/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>

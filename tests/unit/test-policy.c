@@ -4,10 +4,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "bk_shared.h"
-#include "config.h"
-#include "policy.h"
-#include "util.h"
+#include "bpf/egress.h"
+#include "agent/parse/config.h"
+#include "agent/parse/policy.h"
+#include "lib/util.h"
 
 static void cidrs(void **st)
 {

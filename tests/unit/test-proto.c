@@ -7,8 +7,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "proto.h"
-#include "util.h"
+#include "lib/proto.h"
+#include "lib/util.h"
 
 static size_t mkrec(uint8_t *buf, uint16_t version, uint16_t flags, const char *payload, size_t n)
 {

@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "files.h"
-#include "util.h"
-#include "vpath.h"
+#include "agent/files/files.h"
+#include "lib/util.h"
+#include "agent/parse/vpath.h"
 
 struct pcase {
 	const char *name; /* test name (the input, printable) */

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Request handling: validated structs at the boundary, cJSON stays here. */
+#pragma once
+#include <cJSON.h>
+#include <stdarg.h>
+#include "agent/isolate/exec.h"
+
+#define BK_HIST_BUCKETS 12
+#define BK_MAX_DENY_SERIES 256
+
+struct bk_deny_series {
+	char pod[128];
+	char ns[128];
+	char reason[24];
+	uint64_t count;
+};
+
+struct bk_agent {
+	struct bk_config cfg;
+	struct bk_engine engine;
+	uint64_t start_ns;
+	/* counters (atomic) */
+	uint64_t requests, refused_callers, execs_ok, execs_failed, execs_timeout, execs_refused_unsafe;
+	uint64_t layer_failures[6]; /* cgroup, bpf, netns, container, exec, other */
+	/* exec duration histogram (seconds) */
+	uint64_t hist[BK_HIST_BUCKETS + 1];
+	double hist_sum;
+	/* node self-test */
+	volatile int node_safe;
+	uint64_t selftest_runs, selftest_failures;
+	int64_t selftest_last_ok; /* unix seconds, 0 = never */
+	char selftest_error[512];
+	/* denials by sandbox and reason */
+	pthread_mutex_t stats_lock;
+	struct bk_deny_series deny[BK_MAX_DENY_SERIES];
+	int n_deny;
+};
+
+extern const double bk_hist_bounds[BK_HIST_BUCKETS];
+
+enum bk_caller_kind { BK_CALLER_SHIM, BK_CALLER_ADMIN };
+
+/* Handle one request text; returns the response text (malloc'd). pod is
+ * the kernel-derived identity for shim callers (NULL for admin). */
+char *bk_api_handle(struct bk_agent *a, enum bk_caller_kind kind, const struct bk_pod *caller, const char *req,
+		    size_t len);
+/* The connection of the request being handled on this thread (-1: none). */
+extern __thread int bk_api_client_fd;
+
+/* {"status": status, "body": body} (body taken over). */
+char *bk_api_respond(int status, cJSON *body);
+/* The exec operation (API.md /exec) on a resolved pod. */
+char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args);
+/* Validation of /exec arguments alone (NULL when valid, else the error
+ * response); for tests and fuzzing. */
+char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args);
+/* {"detail": <formatted>, "code": code} */
+cJSON *bk_api_error_body(const char *code, const char *fmt, va_list ap);
+char *bk_api_error(int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

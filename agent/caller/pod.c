@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "agent/caller/pod.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5; Debian 12's headers predate it */
+#endif
+
+#define P_ERR(...) snprintf(err, errlen, __VA_ARGS__)
+
+void bk_pod_init(struct bk_pod *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->sandbox_pidfd = -1;
+}
+
+void bk_pod_release(struct bk_pod *p)
+{
+	closep(&p->sandbox_pidfd);
+	p->sandbox_pidfd = -1;
+}
+
+static int pidfd_open_(pid_t pid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	return fd < 0 ? -errno : fd;
+}
+
+static bool pidfd_alive(int pidfd)
+{
+	return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
+}
+
+static int pidfd_pid(int pidfd, pid_t *pid)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/self/fdinfo/%d", pidfd);
+	_cleanup_free_ char *txt = NULL;
+	int r = read_file_at(AT_FDCWD, p, 65536, &txt, NULL);
+	if (r < 0)
+		return r;
+	char *l = strstr(txt, "\nPid:");
+	if (!l)
+		return -ENOTSUP;
+	long v = strtol(l + 5, NULL, 10);
+	if (v <= 0)
+		return -ESRCH; /* the peer is gone (-1) or in another pid ns (0) */
+	*pid = (pid_t)v;
+	return 0;
+}
+
+int bk_peer_pidfd(int connfd, pid_t *pid, int *pidfd)
+{
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	if (getsockopt(connfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+		return -errno;
+	if (cred.pid <= 0)
+		return -ESRCH; /* peer outside our pid namespace: we need hostPID */
+	int fd = -1;
+	socklen_t fl = sizeof(fd);
+	if (getsockopt(connfd, SOL_SOCKET, SO_PEERPIDFD, &fd, &fl) == 0 && fd >= 0) {
+		pid_t p;
+		int r = pidfd_pid(fd, &p);
+		if (r < 0 || p != cred.pid) {
+			close(fd);
+			return r < 0 ? r : -ESRCH;
+		}
+		*pid = p;
+		*pidfd = fd;
+		return 0;
+	}
+	/* Fallback (kernel < 6.5): pidfd_open the credential's pid, then
+	 * re-check that the socket still names that pid. A pid reused between
+	 * the two calls would have to be the same process to pass the later
+	 * pidfd_alive() checks. */
+	fd = pidfd_open_(cred.pid);
+	if (fd < 0)
+		return fd;
+	struct ucred again;
+	cl = sizeof(again);
+	if (getsockopt(connfd, SOL_SOCKET, SO_PEERCRED, &again, &cl) < 0 || again.pid != cred.pid) {
+		close(fd);
+		return -ESRCH;
+	}
+	*pid = cred.pid;
+	*pidfd = fd;
+	return 0;
+}
+
+int bk_proc_starttime(pid_t pid, unsigned long long *st)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	_cleanup_free_ char *txt = NULL;
+	int r = read_file_at(AT_FDCWD, p, 8192, &txt, NULL);
+	if (r < 0)
+		return r;
+	char *s = strrchr(txt, ')');
+	if (!s)
+		return -EINVAL;
+	/* fields after comm: state(3) ... starttime is field 22 */
+	int field = 2;
+	for (char *sv = NULL, *t = strtok_r(s + 1, " ", &sv); t; t = strtok_r(NULL, " ", &sv)) {
+		field++;
+		if (field == 22) {
+			uint64_t v;
+			if (parse_u64(t, &v) < 0)
+				return -EINVAL;
+			*st = v;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int read_proc_cgroup(pid_t pid, char **txt)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%d/cgroup", (int)pid);
+	return read_file_at(AT_FDCWD, p, 65536, txt, NULL);
+}
+
+static int read_state(const struct bk_config *c, const char *id, struct bk_container_info *ci)
+{
+	if (!bk_container_id_valid(id))
+		return -EINVAL;
+	int last = -ENOENT;
+	for (int i = 0; i < c->n_roots; i++) {
+		char p[512];
+		snprintf(p, sizeof(p), "%s/%s/state.json", c->runtime_roots[i], id);
+		_cleanup_free_ char *txt = NULL;
+		size_t len;
+		int r = read_file_at(AT_FDCWD, p, 1 << 20, &txt, &len);
+		if (r == -ENOENT)
+			continue;
+		if (r < 0)
+			return r;
+		r = bk_state_parse(txt, len, ci);
+		if (r == 0 && !streq(ci->id, id))
+			return -EINVAL;
+		return r;
+	}
+	return last;
+}
+
+int bk_runtime_each(const struct bk_config *c, bk_container_fn fn, void *ud)
+{
+	for (int i = 0; i < c->n_roots; i++) {
+		DIR *d = opendir(c->runtime_roots[i]);
+		if (!d)
+			continue;
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			if (de->d_name[0] == '.' || !bk_container_id_valid(de->d_name))
+				continue;
+			struct bk_container_info ci;
+			if (read_state(c, de->d_name, &ci) < 0)
+				continue;
+			int r = fn(&ci, ud);
+			if (r) {
+				closedir(d);
+				return r;
+			}
+		}
+		closedir(d);
+	}
+	return 0;
+}
+
+static int uid_gid_of(pid_t pid, uid_t *uid, gid_t *gid)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	_cleanup_free_ char *txt = NULL;
+	int r = read_file_at(AT_FDCWD, p, 65536, &txt, NULL);
+	if (r < 0)
+		return r;
+	char *u = strstr(txt, "\nUid:"), *g = strstr(txt, "\nGid:");
+	if (!u || !g)
+		return -EINVAL;
+	unsigned long a, b;
+	/* real, effective, saved, fs: the effective ids are the user's */
+	if (sscanf(u + 5, "%lu %lu", &a, &b) != 2)
+		return -EINVAL;
+	*uid = (uid_t)b;
+	if (sscanf(g + 5, "%lu %lu", &a, &b) != 2)
+		return -EINVAL;
+	*gid = (gid_t)b;
+	return 0;
+}
+
+struct find_sandbox {
+	const struct bk_config *c;
+	const char *pod_uid;
+	const char *pod_name; /* when looking up by name */
+	const char *pod_ns;   /* optional */
+	struct bk_container_info found;
+	int matches;
+};
+
+static int find_cb(const struct bk_container_info *ci, void *ud)
+{
+	struct find_sandbox *f = ud;
+	if (!streq(ci->name, f->c->sandbox_container))
+		return 0;
+	if (f->pod_uid && !streq(ci->pod_uid, f->pod_uid))
+		return 0;
+	if (f->pod_name && !streq(ci->pod_name, f->pod_name))
+		return 0;
+	if (f->pod_ns && !streq(ci->pod_namespace, f->pod_ns))
+		return 0;
+	f->found = *ci;
+	f->matches++;
+	return 0;
+}
+
+#define CACHE_N 64
+static struct {
+	char key[600];
+	char id[BK_ID_MAX + 1];
+} cache[CACHE_N];
+static unsigned cache_next;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool cache_get(const char *key, char *id)
+{
+	bool hit = false;
+	pthread_mutex_lock(&cache_lock);
+	for (int i = 0; i < CACHE_N && !hit; i++)
+		if (cache[i].key[0] && streq(cache[i].key, key)) {
+			strcpy(id, cache[i].id);
+			hit = true;
+		}
+	pthread_mutex_unlock(&cache_lock);
+	return hit;
+}
+
+static void cache_put(const char *key, const char *id)
+{
+	pthread_mutex_lock(&cache_lock);
+	int slot = -1;
+	for (int i = 0; i < CACHE_N; i++)
+		if (streq(cache[i].key, key))
+			slot = i;
+	if (slot < 0)
+		slot = (int)(cache_next++ % CACHE_N);
+	snprintf(cache[slot].key, sizeof(cache[slot].key), "%s", key);
+	snprintf(cache[slot].id, sizeof(cache[slot].id), "%s", id);
+	pthread_mutex_unlock(&cache_lock);
+}
+
+/* Open and verify the sandbox container of the pod in p->pod_uid (or by
+ * name). Fills p->sandbox, p->sandbox_pidfd, cgroup paths, uid/gid. */
+static int open_sandbox(const struct bk_config *c, struct bk_pod *p, const char *name, const char *ns, char *err,
+			size_t errlen)
+{
+	struct find_sandbox f = { .c = c, .pod_uid = name ? NULL : p->pod_uid, .pod_name = name, .pod_ns = ns };
+	char key[600];
+	snprintf(key, sizeof(key), "%s|%s|%s", name ? "" : p->pod_uid, name ? name : "", ns ? ns : "");
+	/* Scanning every container's state.json costs ~50 us per container:
+	 * remember which container answered, and re-check only that one (a
+	 * restarted container has a new id, so a miss means a full scan). */
+	char cached[BK_ID_MAX + 1];
+	if (cache_get(key, cached)) {
+		struct bk_container_info ci;
+		if (read_state(c, cached, &ci) == 0)
+			find_cb(&ci, &f);
+	}
+	if (f.matches != 1) {
+		f.matches = 0;
+		bk_runtime_each(c, find_cb, &f);
+		if (f.matches == 1)
+			cache_put(key, f.found.id);
+	}
+	if (f.matches == 0) {
+		P_ERR("no \"%s\" container found for this pod", c->sandbox_container);
+		return -ENOENT;
+	}
+	if (f.matches > 1) {
+		P_ERR("%d \"%s\" containers match; refusing an ambiguous target", f.matches, c->sandbox_container);
+		return -ENOTUNIQ;
+	}
+	const struct bk_container_info *s = &f.found;
+	int fd = pidfd_open_(s->init_pid);
+	if (fd < 0) {
+		P_ERR("cannot open the sandbox container's process %d: %s", (int)s->init_pid, strerror(-fd));
+		return -ESRCH;
+	}
+	_cleanup_close_ int pidfd = fd;
+	unsigned long long st = 0;
+	_cleanup_free_ char *cg = NULL;
+	int r;
+	if ((r = bk_proc_starttime(s->init_pid, &st)) < 0 || (r = read_proc_cgroup(s->init_pid, &cg)) < 0) {
+		P_ERR("cannot read /proc/%d of the sandbox container: %s", (int)s->init_pid, strerror(-r));
+		return r;
+	}
+	if (s->init_start && st != s->init_start) {
+		P_ERR("the sandbox container's pid %d was reused by another process", (int)s->init_pid);
+		return -ESRCH;
+	}
+	struct bk_pod_ref ref;
+	r = bk_proc_cgroup_parse(cg, &ref);
+	if (r < 0 || !streq(ref.container_id, s->id) || !streq(ref.pod_uid, s->pod_uid)) {
+		P_ERR("the sandbox container's process is not in its container's cgroup");
+		return -EPERM;
+	}
+	char path[4096];
+	if (bk_proc_cgroup_v2_path(cg, path, sizeof(path)) == 0 && bk_cgroup_path_parse(path, &ref) == 0)
+		snprintf(p->pod_v2, sizeof(p->pod_v2), "%s", ref.pod_path);
+	else {
+		P_ERR("the sandbox container has no cgroup v2 path (the BPF layer and cgroup.kill need it)");
+		return -EOPNOTSUPP;
+	}
+	if (bk_proc_cgroup_v1_path(cg, "pids", path, sizeof(path)) == 0 && bk_cgroup_path_parse(path, &ref) == 0)
+		snprintf(p->pod_pids, sizeof(p->pod_pids), "%s", ref.pod_path);
+	if (bk_proc_cgroup_v1_path(cg, "memory", path, sizeof(path)) == 0 && bk_cgroup_path_parse(path, &ref) == 0)
+		snprintf(p->pod_mem, sizeof(p->pod_mem), "%s", ref.pod_path);
+	if ((r = uid_gid_of(s->init_pid, &p->uid, &p->gid)) < 0) {
+		P_ERR("cannot read the sandbox user of pid %d: %s", (int)s->init_pid, strerror(-r));
+		return r;
+	}
+	if (!pidfd_alive(pidfd)) {
+		P_ERR("the sandbox container's process exited during the lookup");
+		return -ESRCH;
+	}
+	p->sandbox = *s;
+	p->sandbox_pidfd = steal_fd(&pidfd);
+	if (name) {
+		snprintf(p->pod_uid, sizeof(p->pod_uid), "%s", s->pod_uid);
+		snprintf(p->pod_name, sizeof(p->pod_name), "%s", s->pod_name);
+		snprintf(p->pod_namespace, sizeof(p->pod_namespace), "%s", s->pod_namespace);
+		snprintf(p->policy_annotation, sizeof(p->policy_annotation), "%s", s->egress_policy);
+	}
+	return 0;
+}
+
+int bk_pod_from_peer(const struct bk_config *c, int connfd, struct bk_pod *out, char *err, size_t errlen)
+{
+	bk_pod_init(out);
+	pid_t pid;
+	int fd;
+	int r = bk_peer_pidfd(connfd, &pid, &fd);
+	if (r < 0) {
+		P_ERR("cannot identify the caller from the kernel: %s", strerror(-r));
+		return -EPERM;
+	}
+	_cleanup_close_ int pidfd = fd;
+	_cleanup_free_ char *cg = NULL;
+	r = read_proc_cgroup(pid, &cg);
+	if (r < 0 || !pidfd_alive(pidfd)) {
+		P_ERR("the caller exited before it could be identified");
+		return -EPERM;
+	}
+	struct bk_pod_ref ref;
+	r = bk_proc_cgroup_parse(cg, &ref);
+	if (r < 0) {
+		P_ERR("caller pid %d is not a container of a Kubernetes pod", (int)pid);
+		return -EPERM;
+	}
+	struct bk_container_info ci;
+	r = read_state(c, ref.container_id, &ci);
+	if (r < 0) {
+		P_ERR("caller's container %.12s is unknown to the container runtime", ref.container_id);
+		return -EPERM;
+	}
+	if (!streq(ci.pod_uid, ref.pod_uid)) {
+		P_ERR("caller's container %.12s belongs to another pod than its cgroup says", ref.container_id);
+		return -EPERM;
+	}
+	if (!streq(ci.name, c->shim_container)) {
+		P_ERR("caller is container \"%s\" of pod %s/%s; only the \"%s\" container may use this socket", ci.name,
+		      ci.pod_namespace, ci.pod_name, c->shim_container);
+		return -EPERM;
+	}
+	out->caller_pid = pid;
+	snprintf(out->caller_container, sizeof(out->caller_container), "%s", ci.id);
+	snprintf(out->pod_uid, sizeof(out->pod_uid), "%s", ci.pod_uid);
+	snprintf(out->pod_name, sizeof(out->pod_name), "%s", ci.pod_name);
+	snprintf(out->pod_namespace, sizeof(out->pod_namespace), "%s", ci.pod_namespace);
+	snprintf(out->policy_annotation, sizeof(out->policy_annotation), "%s", ci.egress_policy);
+	/* the pidfd keeps the identity honest until here */
+	if (!pidfd_alive(pidfd)) {
+		P_ERR("the caller exited before it could be identified");
+		return -EPERM;
+	}
+	return 0;
+}
+
+int bk_pod_by_name(const struct bk_config *c, const char *name, struct bk_pod *out, char *err, size_t errlen)
+{
+	bk_pod_init(out);
+	char ns[256] = "", pod[256];
+	const char *slash = strchr(name, '/');
+	if (slash) {
+		size_t nl = (size_t)(slash - name);
+		if (nl == 0 || nl >= sizeof(ns)) {
+			P_ERR("bad sandbox name");
+			return -EINVAL;
+		}
+		memcpy(ns, name, nl);
+		ns[nl] = '\0';
+		name = slash + 1;
+	}
+	if (!name[0] || strlen(name) >= sizeof(pod)) {
+		P_ERR("bad sandbox name");
+		return -EINVAL;
+	}
+	strcpy(pod, name);
+	int r = open_sandbox(c, out, pod, ns[0] ? ns : NULL, err, errlen);
+	if (r == -ENOENT)
+		P_ERR("no sandbox named \"%s\" on this node", name);
+	return r;
+}
+
+int bk_pod_open_sandbox(const struct bk_config *c, struct bk_pod *p, char *err, size_t errlen)
+{
+	return open_sandbox(c, p, NULL, NULL, err, errlen);
+}

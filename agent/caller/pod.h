@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Caller identity from the kernel, and the sandbox container it may act on.
+ *
+ *   peer pidfd (SO_PEERPIDFD; fallback SO_PEERCRED + pidfd_open + re-check)
+ *   -> /proc/PID/cgroup -> pod UID + container ID
+ *   -> <runtime-root>/<id>/state.json -> container name, pod name/namespace
+ *   -> the pod's sandbox container: its init pid (pidfd), verified against
+ *      its own /proc entries while the pidfd proves the pid was not reused.
+ *
+ * Nothing a request carries takes part in this. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "agent/parse/config.h"
+#include "agent/caller/identity.h"
+
+struct bk_pod {
+	char pod_uid[BK_UID_LEN + 1];
+	char pod_name[256];
+	char pod_namespace[256];
+	char policy_annotation[64];
+	char caller_container[BK_ID_MAX + 1]; /* "" for admin callers */
+	pid_t caller_pid;
+	struct bk_container_info sandbox;
+	int sandbox_pidfd;
+	char pod_v2[4096];   /* pod-level cgroup path (v2 hierarchy) */
+	char pod_pids[4096]; /* pod-level path in the v1 pids hierarchy, "" if none */
+	char pod_mem[4096];
+	uid_t uid;           /* the sandbox user */
+	gid_t gid;
+};
+
+void bk_pod_init(struct bk_pod *p);
+void bk_pod_release(struct bk_pod *p);
+
+/* Peer of a unix socket connection: pid and a pidfd that pins it. */
+int bk_peer_pidfd(int connfd, pid_t *pid, int *pidfd);
+
+/* Identify the peer of connfd: it must be the shim container of a sandbox
+ * pod. On refusal returns -EPERM (or another -errno) with a sentence in err. */
+int bk_pod_from_peer(const struct bk_config *c, int connfd, struct bk_pod *out, char *err, size_t errlen);
+/* Admin path: the sandbox pod named `name` (pod name; "ns/name" also). */
+int bk_pod_by_name(const struct bk_config *c, const char *name, struct bk_pod *out, char *err, size_t errlen);
+
+/* Visit every Kubernetes container found under the runtime roots. */
+typedef int (*bk_container_fn)(const struct bk_container_info *ci, void *ud);
+int bk_runtime_each(const struct bk_config *c, bk_container_fn fn, void *ud);
+
+/* Read /proc/PID/stat starttime. */
+int bk_proc_starttime(pid_t pid, unsigned long long *st);
+int bk_pod_open_sandbox(const struct bk_config *c, struct bk_pod *p, char *err, size_t errlen);

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "agent/isolate/cgroup.h"
+#include "lib/util.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <time.h>
+
+
+int bk_mountinfo_parse(const char *text, struct bk_cgroup_mounts *m)
+{
+	memset(m, 0, sizeof(*m));
+	const char *p = text;
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		size_t ll = nl ? (size_t)(nl - p) : strlen(p);
+		char line[4096];
+		if (ll < sizeof(line)) {
+			memcpy(line, p, ll);
+			line[ll] = '\0';
+			/* id parent maj:min root mountpoint opts [optional...] - fstype source superopts */
+			char *f[6] = { 0 };
+			char *save = NULL, *s = line;
+			int n = 0;
+			for (char *t = strtok_r(s, " ", &save); t; t = n < 6 ? strtok_r(NULL, " ", &save) : NULL)
+				f[n++] = t;
+			char *dash = save ? strstr(save, "- ") : NULL;
+			if (dash && dash != save && dash[-1] != ' ')
+				dash = NULL;
+			if (n == 6 && dash) {
+				char *rest = dash + 2;
+				char *fstype = strtok_r(rest, " ", &save);
+				char *src = fstype ? strtok_r(NULL, " ", &save) : NULL;
+				char *super = src ? strtok_r(NULL, " ", &save) : NULL;
+				const char *mp = f[4];
+				if (fstype && streq(fstype, "cgroup2") && !m->v2[0] && strlen(mp) < sizeof(m->v2))
+					strcpy(m->v2, mp);
+				else if (fstype && streq(fstype, "cgroup") && super) {
+					if (csv_has(super, "pids") && !m->pids[0] && strlen(mp) < sizeof(m->pids))
+						strcpy(m->pids, mp);
+					if (csv_has(super, "memory") && !m->memory[0] && strlen(mp) < sizeof(m->memory))
+						strcpy(m->memory, mp);
+				}
+			}
+		}
+		p += ll + (nl ? 1 : 0);
+	}
+	return m->v2[0] ? 0 : -ENOENT;
+}
+
+int bk_cgroup_discover(struct bk_cgroup_mounts *m)
+{
+	_cleanup_free_ char *text = NULL;
+	int r = read_file_at(AT_FDCWD, "/proc/self/mountinfo", 4 << 20, &text, NULL);
+	if (r < 0)
+		return r;
+	r = bk_mountinfo_parse(text, m);
+	if (r < 0)
+		return r;
+	char path[600];
+	_cleanup_free_ char *ctrls = NULL;
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", m->v2);
+	if (read_file_at(AT_FDCWD, path, 4096, &ctrls, NULL) == 0) {
+		/* controllers are space separated */
+		for (char *sv = NULL, *t = strtok_r(ctrls, " \n", &sv); t; t = strtok_r(NULL, " \n", &sv)) {
+			if (streq(t, "pids"))
+				m->v2_pids = true;
+			if (streq(t, "memory"))
+				m->v2_memory = true;
+		}
+	}
+	return 0;
+}
+
+void bk_exec_cg_init(struct bk_exec_cg *cg)
+{
+	memset(cg, 0, sizeof(*cg));
+	cg->v2_fd = cg->pids_procs_fd = cg->mem_procs_fd = -1;
+}
+
+int bk_cgroup_id(const char *path, uint64_t *id)
+{
+	struct {
+		struct file_handle fh;
+		uint64_t id;
+	} h = { .fh.handle_bytes = sizeof(uint64_t) };
+	int mnt;
+	if (name_to_handle_at(AT_FDCWD, path, &h.fh, &mnt, 0) < 0)
+		return -errno;
+	memcpy(id, h.fh.f_handle, sizeof(*id));
+	return 0;
+}
+
+static int mk(const char *root, const char *rel, const char *name, char *out, size_t outlen)
+{
+	int w = snprintf(out, outlen, "%s%s%s/%s", root, rel[0] == '/' ? "" : "/", streq(rel, "/") ? "" : rel, name);
+	if (w < 0 || (size_t)w >= outlen)
+		return -ENAMETOOLONG;
+	/* the parent must exist: it is the pod's own cgroup */
+	if (mkdir(out, 0755) < 0)
+		return -errno;
+	return 0;
+}
+
+static int knob(const char *dir, const char *file, uint64_t v)
+{
+	char p[4200], s[32];
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
+	return write_file_at(AT_FDCWD, p, s);
+}
+
+static int open_procs(const char *dir)
+{
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
+	int fd = open(p, O_WRONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+#define CG_ERR(...) snprintf(err, errlen, __VA_ARGS__)
+
+int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, const char *pod_pids,
+		      const char *pod_mem, const char *name, uint64_t pids_max, uint64_t memory_max,
+		      struct bk_exec_cg *cg, char *err, size_t errlen)
+{
+	int r;
+	cg->pids_max = pids_max;
+	cg->memory_max = memory_max;
+	r = mk(m->v2, pod_v2, name, cg->v2, sizeof(cg->v2));
+	if (r < 0) {
+		cg->v2[0] = '\0';
+		CG_ERR("cannot create the exec cgroup under %s%s: %s", m->v2, pod_v2, strerror(-r));
+		return r;
+	}
+	cg->v2_fd = open(cg->v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cg->v2_fd < 0) {
+		r = -errno;
+		CG_ERR("cannot open %s: %s", cg->v2, strerror(-r));
+		return r;
+	}
+	r = bk_cgroup_id(cg->v2, &cg->id);
+	if (r < 0) {
+		CG_ERR("cannot read the cgroup id of %s: %s", cg->v2, strerror(-r));
+		return r;
+	}
+	/* pids */
+	if (m->v2_pids) {
+		r = knob(cg->v2, "pids.max", pids_max);
+		if (r < 0) {
+			CG_ERR("cannot set pids.max in %s: %s", cg->v2, strerror(-r));
+			return r;
+		}
+	} else if (m->pids[0] && pod_pids) {
+		r = mk(m->pids, pod_pids, name, cg->pids, sizeof(cg->pids));
+		if (r < 0) {
+			cg->pids[0] = '\0';
+			CG_ERR("cannot create the v1 pids cgroup under %s%s: %s", m->pids, pod_pids, strerror(-r));
+			return r;
+		}
+		cg->pids_v1 = true;
+		if ((r = knob(cg->pids, "pids.max", pids_max)) < 0 || (r = cg->pids_procs_fd = open_procs(cg->pids)) < 0) {
+			CG_ERR("cannot configure the v1 pids cgroup %s: %s", cg->pids, strerror(-r));
+			return r;
+		}
+	} else {
+		CG_ERR("no pids controller: neither cgroup v2 pids nor a v1 pids hierarchy for this pod");
+		return -EOPNOTSUPP;
+	}
+	/* memory */
+	if (m->v2_memory) {
+		if ((r = knob(cg->v2, "memory.max", memory_max)) < 0 || (r = knob(cg->v2, "memory.swap.max", 0)) < 0) {
+			CG_ERR("cannot set memory.max in %s: %s", cg->v2, strerror(-r));
+			return r;
+		}
+	} else if (m->memory[0] && pod_mem) {
+		r = mk(m->memory, pod_mem, name, cg->memory, sizeof(cg->memory));
+		if (r < 0) {
+			cg->memory[0] = '\0';
+			CG_ERR("cannot create the v1 memory cgroup under %s%s: %s", m->memory, pod_mem, strerror(-r));
+			return r;
+		}
+		cg->memory_v1 = true;
+		if ((r = knob(cg->memory, "memory.limit_in_bytes", memory_max)) < 0 ||
+		    (r = cg->mem_procs_fd = open_procs(cg->memory)) < 0) {
+			CG_ERR("cannot configure the v1 memory cgroup %s: %s", cg->memory, strerror(-r));
+			return r;
+		}
+		/* memsw exists only with swap accounting; cap it where it does so
+		 * the limit cannot be escaped into swap. */
+		(void)knob(cg->memory, "memory.memsw.limit_in_bytes", memory_max);
+	} else {
+		CG_ERR("no memory controller: neither cgroup v2 memory nor a v1 memory hierarchy for this pod");
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+static bool procs_empty(const char *dir)
+{
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
+	_cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	char c;
+	return read(fd, &c, 1) <= 0;
+}
+
+bool bk_cgroup_populated(const char *path)
+{
+	return !procs_empty(path);
+}
+
+static void kill_v1(const char *dir)
+{
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
+	_cleanup_free_ char *txt = NULL;
+	if (read_file_at(AT_FDCWD, p, 1 << 20, &txt, NULL) < 0)
+		return;
+	for (char *sv = NULL, *t = strtok_r(txt, "\n", &sv); t; t = strtok_r(NULL, "\n", &sv)) {
+		uint64_t pid;
+		if (parse_u64(t, &pid) == 0 && pid > 1)
+			kill((pid_t)pid, SIGKILL);
+	}
+}
+
+int bk_exec_cg_kill(struct bk_exec_cg *cg, int timeout_ms)
+{
+	if (!cg->v2[0])
+		return 0;
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/cgroup.kill", cg->v2);
+	int r = write_file_at(AT_FDCWD, p, "1");
+	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	for (;;) {
+		bool empty = procs_empty(cg->v2) && (!cg->pids[0] || procs_empty(cg->pids)) &&
+			     (!cg->memory[0] || procs_empty(cg->memory));
+		if (empty)
+			return 0;
+		if (r < 0) {
+			/* no cgroup.kill (kernel < 5.14): signal each member */
+			kill_v1(cg->v2);
+		}
+		if (cg->pids[0])
+			kill_v1(cg->pids);
+		if (now_ns() > deadline)
+			return -ETIMEDOUT;
+		struct timespec ts = { 0, 500000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int rmdir_retry(const char *d)
+{
+	if (!d[0])
+		return 0;
+	for (int i = 0; i < 200; i++) {
+		if (rmdir(d) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != EBUSY)
+			return -errno;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	return -EBUSY;
+}
+
+int bk_exec_cg_destroy(struct bk_exec_cg *cg)
+{
+	closep(&cg->v2_fd);
+	closep(&cg->pids_procs_fd);
+	closep(&cg->mem_procs_fd);
+	cg->v2_fd = cg->pids_procs_fd = cg->mem_procs_fd = -1;
+	int r = 0, e;
+	if ((e = rmdir_retry(cg->v2)) < 0)
+		r = e;
+	if ((e = rmdir_retry(cg->pids)) < 0)
+		r = e;
+	if ((e = rmdir_retry(cg->memory)) < 0)
+		r = e;
+	cg->v2[0] = cg->pids[0] = cg->memory[0] = '\0';
+	return r;
+}

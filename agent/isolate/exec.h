@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The per-exec isolation engine. Order and failure semantics (fail closed:
+ * the command never starts, the result names the layer):
+ *   1. cgroup  — per-exec cgroup under the pod (v2 + v1 pids/memory caps)
+ *   2. bpf     — policy entry + pinned links on the exec cgroup, verified
+ *                with a prog query
+ *   3. netns   — clone3(CLONE_NEWNET|CLONE_INTO_CGROUP|CLONE_NEWPID) with lo up
+ *   4. container — setns into the sandbox container (mnt, uts, ipc, cgroup;
+ *                pid via a nested pid namespace below the container's), its
+ *                uid/gid, no capabilities, no_new_privs, rlimits, clean env
+ *   5. /bin/sh -c COMMAND, output caps, timeout kills the whole cgroup. */
+#pragma once
+#include <net/if.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/isolate/cgroup.h"
+#include "agent/parse/config.h"
+#include "agent/isolate/filter.h"
+#include "agent/isolate/netlink.h"
+#include "agent/caller/pod.h"
+
+#define BK_DENIED_MAX 64
+
+struct bk_denial {
+	char dst[48];
+	uint16_t port;
+	char proto[8];
+	uint32_t pid;
+	char comm[16];
+	char reason[24];
+};
+
+struct bk_engine {
+	struct bk_config *cfg;
+	struct bk_cgroup_mounts mounts;
+	struct bk_filter *filter; /* NULL only when the BPF layer is off (testing) */
+	int self_pidns;           /* to return from the sandbox's pid namespace */
+	int devnull;
+	pthread_t rb_thread;
+	volatile int stop;
+	pthread_mutex_t lock;
+	struct bk_exec_slot *slots; /* live execs, for denial events */
+	int nslots;
+	uint64_t events_unmatched;
+	uint64_t live;
+	char keepalive[512];
+	/* fresh network namespaces made ahead of time (lo up, never used):
+	 * netns creation (~0.5 ms) and its teardown stay off the exec path */
+	int self_netns;
+	int netns_pool[8];
+	int netns_n;
+	pthread_cond_t netns_cond;
+	pthread_t netns_thread;
+	bool netns_thread_started;
+	int cap_last;
+};
+
+struct bk_exec_req {
+	const char *command;
+	uint32_t timeout_s;
+	const char *cwd;
+	char *const *env;             /* "K=V", NULL-terminated */
+	uint64_t out_cap;
+	const struct bk_profile *profile; /* egress profile (selected by the caller) */
+	int client_fd;                /* the requester's connection (-1: none): its hang-up kills the exec */
+	int landlock_fd;              /* Landlock ruleset to apply before execve (-1: none) */
+	/* called exactly once: when the child is in its cgroup, or on failure */
+	void (*spawned)(void *ud);
+	void *spawned_ud;
+};
+
+struct bk_exec_result {
+	char exec_id[24];
+	int exit_code;
+	bool timed_out;
+	bool truncated;
+	char *out, *err;
+	size_t outlen, errlen;
+	double duration_ms;
+	/* receipt, read back from the kernel */
+	bool fresh_netns;
+	uint64_t netns_inode;
+	char ifaces[BK_MAX_IFACES][IFNAMSIZ];
+	int n_ifaces;
+	char cgroup[4096];
+	uint64_t cgroup_id;
+	char cgroup_pids[4096];
+	char cgroup_memory[4096];
+	uint64_t pids_max, memory_max;
+	int n_progs;
+	struct bk_prog_desc progs[BK_NPROGS];
+	bool bpf_held;                /* all programs still attached when the command ended */
+	bool requester_gone;          /* killed because the requester hung up */
+	bool landlock;                /* the execute allowlist was applied */
+	uint32_t uid, gid;
+	char policy[64];
+	char policy_digest[65];
+	char *policy_rules;           /* canonical text of every rule in force */
+	/* denials seen during the exec */
+	struct bk_denial denied[BK_DENIED_MAX];
+	int n_denied;
+	uint64_t denied_total;
+	/* phase timings (µs): cgroup, bpf, spawn (until the child's setup
+	 * report), run, teardown */
+	uint32_t t_us[5];
+	/* failure: layer != "" means the command did not run */
+	char layer[24];
+	char error[512];
+};
+
+int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t errlen);
+void bk_engine_fini(struct bk_engine *e);
+/* A fresh network namespace (lo up); fd or -errno. */
+int bk_engine_fresh_netns(struct bk_engine *e);
+
+void bk_exec_result_free(struct bk_exec_result *r);
+/* Returns 0 when the command ran (whatever its exit code), -errno when a
+ * layer failed (res->layer/res->error say which and why). */
+int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_exec_req *req,
+		struct bk_exec_result *res);

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The BPF layer: one object loaded once at agent start, programs and maps
+ * pinned under the bpffs directory with bk_ names, a long-lived keepalive
+ * cgroup that holds one attachment of each program type (so per-exec
+ * attaches stay cheap), and per-exec links pinned under <bpffs>/exec/<id>/
+ * so an exec stays filtered when the agent dies. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "bpf/egress.h"
+#include "agent/parse/policy.h"
+
+#include <linux/bpf.h>
+
+#define BK_NPROGS 6
+
+struct bk_prog_desc {
+	const char *name; /* bk_connect4 ... */
+	uint32_t id;
+	char tag[17];
+};
+
+struct bk_filter;
+
+#define BK_MAX_LOCALS 16
+
+struct bk_local_addr {
+	uint8_t addr[16]; /* IPv4 as ::ffff:a.b.c.d */
+	uint32_t kind;    /* BK_LOCAL_SELF / BK_LOCAL_RESOLVER */
+};
+
+struct bk_filter_att {
+	uint64_t cgid;
+	int n_locals;
+	struct bk_local_addr locals[BK_MAX_LOCALS];
+	int link_fd[BK_NPROGS];
+	char pin_dir[512];
+	bool attached;
+};
+
+/* Load, pin and attach to the keepalive cgroup (created at keepalive_cg).
+ * err receives a sentence on failure. */
+int bk_filter_open(const char *bpffs, const char *keepalive_cg, struct bk_filter **out, char *err, size_t errlen);
+void bk_filter_close(struct bk_filter *f);
+/* Policy entry first, then the links: no instant where an attached
+ * program finds no policy is possible, and a missing entry denies anyway. */
+/* Write every profile's allow and deny rules into the LPM maps. */
+int bk_filter_load_policy(struct bk_filter *f, const struct bk_policy_set *ps, char *err, size_t errlen);
+/* att->locals/n_locals must be filled by the caller before. */
+int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *exec_id, struct bk_policy pol,
+		     struct bk_filter_att *att, char *err, size_t errlen);
+/* Denials of one exec cgroup so far (also those not sent as events). */
+uint64_t bk_filter_denied(struct bk_filter *f, uint64_t cgid);
+void bk_filter_detach(struct bk_filter *f, struct bk_filter_att *att);
+const struct bk_prog_desc *bk_filter_progs(const struct bk_filter *f);
+/* The hook of program i (the order of bk_filter_progs). */
+enum bpf_attach_type bk_filter_attach_type(const struct bk_filter *f, int i);
+/* How many of our programs the kernel reports attached to a cgroup. */
+int bk_filter_attached(struct bk_filter *f, int cg_fd);
+/* Ring buffer of denials: poll fd and consume. */
+typedef void (*bk_event_fn)(const struct bk_event *e, void *ud);
+int bk_filter_events_poll(struct bk_filter *f, int timeout_ms, bk_event_fn fn, void *ud);
+uint64_t bk_filter_stat(struct bk_filter *f, int idx);
+const char *bk_reason_name(uint32_t reason);

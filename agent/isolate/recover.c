@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "agent/isolate/recover.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+#include <bpf/bpf.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+static void state_path(const struct bk_config *c, const char *id, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/execs/%s.json", c->state_dir, id);
+}
+
+int bk_exec_state_write(const struct bk_config *c, const char *exec_id, const struct bk_exec_cg *cg,
+			const struct bk_pod *pod)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "exec_id", exec_id);
+	cJSON_AddStringToObject(o, "cgroup", cg->v2);
+	cJSON_AddStringToObject(o, "cgroup_pids_v1", cg->pids);
+	cJSON_AddStringToObject(o, "cgroup_memory_v1", cg->memory);
+	cJSON_AddStringToObject(o, "pod", pod->pod_name);
+	cJSON_AddStringToObject(o, "namespace", pod->pod_namespace);
+	cJSON_AddStringToObject(o, "pod_uid", pod->pod_uid);
+	char *txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (!txt)
+		return -ENOMEM;
+	char p[512];
+	state_path(c, exec_id, p, sizeof(p));
+	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == ENOENT) {
+		char d[400];
+		snprintf(d, sizeof(d), "%s/execs", c->state_dir);
+		mkdir_p(d, 0700);
+		fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	}
+	int r = 0;
+	if (fd < 0)
+		r = -errno;
+	else {
+		size_t n = strlen(txt);
+		if (write(fd, txt, n) != (ssize_t)n)
+			r = -EIO;
+		close(fd);
+	}
+	free(txt);
+	return r;
+}
+
+void bk_exec_state_remove(const struct bk_config *c, const char *exec_id)
+{
+	char p[512];
+	state_path(c, exec_id, p, sizeof(p));
+	unlink(p);
+}
+
+static int kill_and_remove(const char *v2, const char *pids, const char *mem)
+{
+	struct bk_exec_cg cg;
+	bk_exec_cg_init(&cg);
+	snprintf(cg.v2, sizeof(cg.v2), "%s", v2);
+	snprintf(cg.pids, sizeof(cg.pids), "%s", pids);
+	snprintf(cg.memory, sizeof(cg.memory), "%s", mem);
+	int r = bk_exec_cg_kill(&cg, 5000);
+	int d = bk_exec_cg_destroy(&cg);
+	return r < 0 ? r : d;
+}
+
+static bool safe_exec_id(const char *id)
+{
+	size_t n = strlen(id);
+	if (n == 0 || n > 32)
+		return false;
+	for (const char *p = id; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return false;
+	return true;
+}
+
+/* A recorded path must be an exec cgroup inside a hierarchy we know. */
+static bool cg_path_ok(const char *path, const char *mount)
+{
+	if (!path[0])
+		return true;
+	if (!mount[0] || !startswith(path, mount) || strstr(path, "/../") || strstr(path, "/./"))
+		return false;
+	const char *base = strrchr(path, '/');
+	return base && startswith(base + 1, "boxkite-exec-");
+}
+
+static int recover_state_files(struct bk_engine *e)
+{
+	char dir[400];
+	snprintf(dir, sizeof(dir), "%s/execs", e->cfg->state_dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char id[64];
+		size_t l = strlen(de->d_name);
+		if (l < 6 || l - 5 >= sizeof(id) || strcmp(de->d_name + l - 5, ".json"))
+			continue;
+		memcpy(id, de->d_name, l - 5);
+		id[l - 5] = '\0';
+		char p[700];
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		_cleanup_free_ char *txt = NULL;
+		size_t len;
+		cJSON *o = NULL;
+		if (safe_exec_id(id) && read_file_at(AT_FDCWD, p, 65536, &txt, &len) == 0)
+			o = cJSON_ParseWithLength(txt, len);
+		const cJSON *v2 = cJSON_GetObjectItemCaseSensitive(o, "cgroup");
+		const cJSON *pi = cJSON_GetObjectItemCaseSensitive(o, "cgroup_pids_v1");
+		const cJSON *me = cJSON_GetObjectItemCaseSensitive(o, "cgroup_memory_v1");
+		if (cJSON_IsString(v2) && cJSON_IsString(pi) && cJSON_IsString(me) &&
+		    cg_path_ok(v2->valuestring, e->mounts.v2) && cg_path_ok(pi->valuestring, e->mounts.pids) &&
+		    cg_path_ok(me->valuestring, e->mounts.memory)) {
+			bool live = bk_cgroup_populated(v2->valuestring);
+			int r = kill_and_remove(v2->valuestring, pi->valuestring, me->valuestring);
+			cJSON *f = cJSON_CreateObject();
+			cJSON_AddStringToObject(f, "exec_id", id);
+			cJSON_AddStringToObject(f, "cgroup", v2->valuestring);
+			const cJSON *pod = cJSON_GetObjectItemCaseSensitive(o, "pod");
+			if (cJSON_IsString(pod))
+				cJSON_AddStringToObject(f, "pod", pod->valuestring);
+			cJSON_AddStringToObject(f, "action", live ? "killed" : "removed");
+			if (r < 0)
+				cJSON_AddStringToObject(f, "error", strerror(-r));
+			bk_log_obj(r < 0 ? "error" : "warn", "recovered_exec", f);
+			n++;
+		} else {
+			log_error("recovered_exec", "ignoring malformed state record %s", de->d_name);
+		}
+		cJSON_Delete(o);
+		unlink(p);
+	}
+	closedir(d);
+	return n;
+}
+
+/* Link pins of execs whose record is missing: find the cgroup through the
+ * link itself, kill what runs there, then unpin. */
+static void recover_pins(struct bk_engine *e)
+{
+	DIR *d = opendir(e->cfg->bpffs);
+	if (!d)
+		return;
+	_cleanup_close_ int mnt = open(e->mounts.v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!startswith(de->d_name, "exec-") || !safe_exec_id(de->d_name + 5))
+			continue;
+		char dir[600];
+		snprintf(dir, sizeof(dir), "%s/%s", e->cfg->bpffs, de->d_name);
+		DIR *ld = opendir(dir);
+		if (!ld)
+			continue;
+		struct dirent *le;
+		bool killed = false;
+		while ((le = readdir(ld))) {
+			if (le->d_name[0] == '.')
+				continue;
+			char lp[900];
+			snprintf(lp, sizeof(lp), "%s/%s", dir, le->d_name);
+			int lfd = bpf_obj_get(lp);
+			if (lfd >= 0 && !killed && mnt >= 0) {
+				struct bpf_link_info info = { 0 };
+				__u32 il = sizeof(info);
+				if (bpf_obj_get_info_by_fd(lfd, &info, &il) == 0 && info.type == BPF_LINK_TYPE_CGROUP) {
+					struct {
+						struct file_handle fh;
+						uint64_t id;
+					} h = { .fh = { .handle_bytes = 8, .handle_type = 1 }, .id = info.cgroup.cgroup_id };
+					int cfd = open_by_handle_at(mnt, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+					if (cfd >= 0) {
+						char fdp[64], path[4096];
+						snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", cfd);
+						ssize_t pl = readlink(fdp, path, sizeof(path) - 1);
+						if (pl > 0) {
+							path[pl] = '\0';
+							if (cg_path_ok(path, e->mounts.v2)) {
+								kill_and_remove(path, "", "");
+								killed = true;
+								log_warn("recovered_exec", "killed unrecorded exec in %s", path);
+							}
+						}
+						close(cfd);
+					}
+				}
+			}
+			if (lfd >= 0)
+				close(lfd);
+			unlink(lp);
+		}
+		closedir(ld);
+		rmdir(dir);
+	}
+	closedir(d);
+}
+
+int bk_recover(struct bk_engine *e)
+{
+	int n = recover_state_files(e);
+	recover_pins(e);
+	return n;
+}

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The node self-test: at start and every selftest_interval seconds, a
+ * throwaway exec context (a cgroup carrying the BPF links, a fresh network
+ * namespace) probes the verify targets. The probe namespace holds every
+ * target address on its own lo, so without the BPF layer each probe would
+ * connect (or be refused by the local stack) — and no packet can leave the
+ * machine. Any probe that is not refused by BPF, or a layer that cannot be
+ * built, marks the node unsafe: execs are refused until a later run passes. */
+#include "agent/observe/observe.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+#define ST_ERR(...) snprintf(err, errlen, __VA_ARGS__)
+
+struct target {
+	int family;
+	unsigned char addr[16];
+	uint16_t port;
+	const char *name;
+};
+
+/* clone3 child: only syscalls (multi-threaded parent) */
+static _Noreturn void probe_child(int netns_fd, const struct target *t, int n, int out_fd)
+{
+	int res[4] = { 0 };
+	if (setns(netns_fd, CLONE_NEWNET) < 0)
+		_exit(2);
+	for (int i = 0; i < n; i++) {
+		int s = socket(t[i].family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (s < 0) {
+			res[i] = errno;
+			continue;
+		}
+		if (t[i].family == AF_INET) {
+			struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(t[i].port) };
+			memcpy(&sa.sin_addr, t[i].addr, 4);
+			res[i] = connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? errno : 0;
+		} else {
+			struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_port = htons(t[i].port) };
+			memcpy(&sa.sin6_addr, t[i].addr, 16);
+			res[i] = connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? errno : 0;
+		}
+		close(s);
+	}
+	(void)!write(out_fd, res, sizeof(res));
+	_exit(0);
+}
+
+static int probe_once(struct bk_agent *a, int cg_fd, uint64_t cgid, int netns_fd, const struct bk_profile *prof,
+		      const struct target *t, int n, char *err, size_t errlen)
+{
+	struct bk_engine *e = &a->engine;
+	struct bk_filter_att att;
+	memset(&att, 0, sizeof(att));
+	char ferr[300] = "";
+	struct bk_policy pol = { .flags = 0, .profile = prof->id };
+	int r = bk_filter_attach(e->filter, cg_fd, cgid, "5e1f7e57", pol, &att, ferr, sizeof(ferr));
+	if (r < 0) {
+		ST_ERR("bpf: cannot attach the filters to the self-test cgroup: %s", ferr);
+		bk_filter_detach(e->filter, &att);
+		return r;
+	}
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		bk_filter_detach(e->filter, &att);
+		return -errno;
+	}
+	int pidfd = -1;
+	struct clone_args ca = { .flags = CLONE_PIDFD | CLONE_INTO_CGROUP, .pidfd = (uint64_t)(uintptr_t)&pidfd,
+				 .exit_signal = SIGCHLD, .cgroup = (uint64_t)cg_fd };
+	long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+	int clone_errno = errno;
+	if (pid == 0)
+		probe_child(netns_fd, t, n, p[1]);
+	close(p[1]);
+	int res[4] = { -1, -1, -1, -1 };
+	if (pid > 0) {
+		struct pollfd pf = { .fd = p[0], .events = POLLIN };
+		if (poll(&pf, 1, 10000) > 0)
+			(void)!read(p[0], res, sizeof(res));
+		kill((pid_t)pid, SIGKILL);
+		siginfo_t si;
+		waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED);
+		close(pidfd);
+	}
+	close(p[0]);
+	bk_filter_detach(e->filter, &att);
+	if (pid < 0) {
+		ST_ERR("cgroup: cannot start a probe in the self-test cgroup: %s", strerror(clone_errno));
+		return -EIO;
+	}
+	for (int i = 0; i < n; i++) {
+		if (res[i] == EPERM)
+			continue;
+		char as[INET6_ADDRSTRLEN];
+		inet_ntop(t[i].family, t[i].addr, as, sizeof(as));
+		ST_ERR("bpf: probe to %s (%s:%u) under profile %s was not refused by BPF (%s)", t[i].name, as, t[i].port,
+		       prof->name, res[i] < 0 ? "no answer" : res[i] == 0 ? "connected" : strerror(res[i]));
+		return -EPERM;
+	}
+	return 0;
+}
+
+static bool overridden(const struct bk_profile *p, const struct target *t)
+{
+	for (int k = 0; k < p->n_over; k++) {
+		const struct bk_cidr *c = &p->overrides[k];
+		struct bk_cidr host = { .family = t->family == AF_INET ? 4 : 6, .plen = t->family == AF_INET ? 32 : 128 };
+		memcpy(host.addr, t->addr, t->family == AF_INET ? 4 : 16);
+		if (bk_cidr_contains(c, &host))
+			return true;
+	}
+	return false;
+}
+
+static int selftest_once(struct bk_agent *a, char *err, size_t errlen)
+{
+	struct bk_engine *e = &a->engine;
+	int r;
+	/* netns layer: a fresh namespace holds lo and nothing else */
+	if (a->cfg.layer_netns) {
+		_cleanup_close_ int fd = bk_engine_fresh_netns(e);
+		if (fd < 0) {
+			ST_ERR("netns: cannot create a network namespace: %s", strerror(-fd));
+			return fd;
+		}
+		if (setns(fd, CLONE_NEWNET) < 0) {
+			ST_ERR("netns: cannot enter a fresh network namespace: %s", strerror(errno));
+			return -errno;
+		}
+		char names[BK_MAX_IFACES][IFNAMSIZ];
+		int n = bk_netns_list(names, BK_MAX_IFACES);
+		if (setns(e->self_netns, CLONE_NEWNET) < 0)
+			abort();
+		if (n != 1 || !streq(names[0], "lo")) {
+			ST_ERR("netns: a fresh network namespace does not hold exactly lo (%d interfaces)", n);
+			return -EEXIST;
+		}
+	}
+	if (!e->filter)
+		return 0; /* the BPF layer is off by (testing) configuration */
+	struct target t[4];
+	for (int i = 0; i < 4; i++) {
+		t[i].name = bk_target_names[i];
+		if (bk_parse_target(a->cfg.targets[i], &t[i].family, t[i].addr, &t[i].port) < 0) {
+			ST_ERR("config: verify target %s is not addr:port", bk_target_names[i]);
+			return -EINVAL;
+		}
+	}
+	/* the probe namespace: every target is a local address there */
+	_cleanup_close_ int pns = bk_engine_fresh_netns(e);
+	if (pns < 0) {
+		ST_ERR("netns: cannot create the probe namespace: %s", strerror(-pns));
+		return pns;
+	}
+	if (setns(pns, CLONE_NEWNET) < 0)
+		return -errno;
+	r = 0;
+	for (int i = 0; i < 4 && r == 0; i++)
+		r = bk_netns_lo_addr_add(t[i].family, t[i].addr);
+	if (setns(e->self_netns, CLONE_NEWNET) < 0)
+		abort();
+	if (r < 0 && r != -EEXIST) {
+		ST_ERR("netns: cannot add the probe addresses: %s", strerror(-r));
+		return r;
+	}
+	const char *base = strrchr(a->cfg.bpffs, '/');
+	char cg[700];
+	snprintf(cg, sizeof(cg), "%s/%s-selftest", e->mounts.v2, base ? base + 1 : "boxkite");
+	rmdir(cg);
+	if (mkdir(cg, 0700) < 0) {
+		ST_ERR("cgroup: cannot create %s: %s", cg, strerror(errno));
+		return -errno;
+	}
+	_cleanup_close_ int cfd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	uint64_t cgid = 0;
+	if (cfd < 0 || bk_cgroup_id(cg, &cgid) < 0) {
+		ST_ERR("cgroup: cannot open %s", cg);
+		rmdir(cg);
+		return -EIO;
+	}
+	/* every profile must deny the metadata endpoint (unless the operator
+	 * overrode it); deny-all profiles must deny every target */
+	for (int i = 0; i < a->cfg.policy.n && r == 0; i++) {
+		const struct bk_profile *p = &a->cfg.policy.prof[i];
+		struct target sel[4];
+		int n = 0;
+		for (int k = 0; k < 4; k++) {
+			bool all = p->n_allow == 0;
+			if ((all || k == 0) && !overridden(p, &t[k]))
+				sel[n++] = t[k];
+		}
+		if (n)
+			r = probe_once(a, cfd, cgid, pns, p, sel, n, err, errlen);
+	}
+	closep(&cfd);
+	cfd = -1;
+	rmdir(cg);
+	return r;
+}
+
+int bk_selftest_run(struct bk_agent *a)
+{
+	char err[512] = "";
+	int r = selftest_once(a, err, sizeof(err));
+	__atomic_add_fetch(&a->selftest_runs, 1, __ATOMIC_RELAXED);
+	bool was = a->node_safe;
+	if (r == 0) {
+		a->selftest_last_ok = (int64_t)time(NULL);
+		a->node_safe = 1;
+		if (!was)
+			log_info("selftest", "node self-test passed: execs are served");
+	} else {
+		__atomic_add_fetch(&a->selftest_failures, 1, __ATOMIC_RELAXED);
+		snprintf(a->selftest_error, sizeof(a->selftest_error), "%s", err);
+		a->node_safe = 0;
+		log_error("selftest", "node self-test FAILED, node marked unsafe, execs refused: %s", err);
+	}
+	return r;
+}
+
+static pthread_t st_thread;
+static bool st_started;
+static pthread_mutex_t st_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t st_cond = PTHREAD_COND_INITIALIZER;
+static bool st_stop;
+
+static void *st_main(void *arg)
+{
+	struct bk_agent *a = arg;
+	for (;;) {
+		pthread_mutex_lock(&st_lock);
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += a->cfg.selftest_interval;
+		while (!st_stop && pthread_cond_timedwait(&st_cond, &st_lock, &ts) == 0)
+			;
+		bool stop = st_stop;
+		pthread_mutex_unlock(&st_lock);
+		if (stop)
+			break;
+		bk_selftest_run(a);
+	}
+	return NULL;
+}
+
+int bk_selftest_start(struct bk_agent *a)
+{
+	if (!a->cfg.selftest_interval)
+		return 0;
+	int r = pthread_create(&st_thread, NULL, st_main, a);
+	if (r)
+		return -r;
+	st_started = true;
+	return 0;
+}
+
+void bk_selftest_stop(void)
+{
+	if (!st_started)
+		return;
+	pthread_mutex_lock(&st_lock);
+	st_stop = true;
+	pthread_cond_signal(&st_cond);
+	pthread_mutex_unlock(&st_lock);
+	pthread_join(st_thread, NULL);
+	st_started = false;
+}

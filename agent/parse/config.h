@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Node configuration: operator-owned, read from --config (JSON) and flags.
+ * Nothing here is settable through the shim API. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/parse/policy.h"
+
+#define BK_MAX_ROOTS 4
+
+struct bk_config {
+	char socket[108];
+	char admin_socket[108];
+	char state_dir[256];
+	char bpffs[256];
+	char metrics[64];
+	char runtime_roots[BK_MAX_ROOTS][256];
+	int n_roots;
+	char sandbox_container[64];
+	char shim_container[64];
+	uint64_t pids_max;
+	uint64_t memory_max;
+	uint32_t timeout_default; /* seconds */
+	uint32_t timeout_max;
+	uint64_t output_cap;      /* bytes, each of stdout and stderr */
+	bool layer_netns;         /* fresh netns per exec */
+	bool layer_bpf;           /* BPF egress filters; false only with testing.allow_unsafe */
+	bool layer_landlock;      /* kernel execute allowlist for sessions with allowed_commands */
+	bool allow_unsafe;        /* testing switch: permits turning the BPF layer off */
+	char fault[32];           /* testing: inject a failure at "cgroup", "bpf", "netns", "setns" */
+	struct bk_policy_set policy; /* egress profiles */
+	/* probe targets of verify and the self-test: metadata, kubernetes_api,
+	 * pod, public ("addr:port", "[v6]:port") */
+	char targets[4][64];
+	uint32_t selftest_interval; /* seconds; 0 = at start only */
+};
+
+extern const char *const bk_target_names[4];
+
+void bk_config_defaults(struct bk_config *c);
+/* Merge a JSON config text into c. err gets a sentence on failure. */
+int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err, size_t errlen);
+int bk_config_load(struct bk_config *c, const char *path, char *err, size_t errlen);

@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "agent/parse/policy.h"
+#include "bpf/egress.h"
+#include "lib/util.h"
+
+#include <arpa/inet.h>
+#include <fnmatch.h>
+
+static const struct {
+	const char *cidr;
+	uint32_t reason;
+} builtin_deny[] = {
+	{ "169.254.169.254/32", BK_R_METADATA }, { "169.254.170.2/32", BK_R_METADATA },
+	{ "100.100.100.200/32", BK_R_METADATA }, { "fd00:ec2::254/128", BK_R_METADATA },
+	{ "169.254.0.0/16", BK_R_LINK_LOCAL },   { "fe80::/10", BK_R_LINK_LOCAL },
+	{ "10.0.0.0/8", BK_R_PRIVATE },          { "172.16.0.0/12", BK_R_PRIVATE },
+	{ "192.168.0.0/16", BK_R_PRIVATE },      { "100.64.0.0/10", BK_R_PRIVATE },
+	{ "fc00::/7", BK_R_PRIVATE },            { "0.0.0.0/8", BK_R_LOOPBACK },
+	{ "224.0.0.0/4", BK_R_SPECIAL },         { "240.0.0.0/4", BK_R_SPECIAL },
+	{ "ff00::/8", BK_R_SPECIAL },
+};
+
+int bk_cidr_parse(const char *s, struct bk_cidr *out)
+{
+	memset(out, 0, sizeof(*out));
+	char buf[64];
+	size_t n = strlen(s);
+	if (n == 0 || n >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, n + 1);
+	char *slash = strchr(buf, '/');
+	int plen = -1;
+	if (slash) {
+		*slash = '\0';
+		uint64_t v;
+		if (parse_u64(slash + 1, &v) < 0 || v > 128)
+			return -EINVAL;
+		plen = (int)v;
+	}
+	if (inet_pton(AF_INET, buf, out->addr) == 1) {
+		out->family = 4;
+		if (plen < 0)
+			plen = 32;
+		if (plen > 32)
+			return -EINVAL;
+	} else if (inet_pton(AF_INET6, buf, out->addr) == 1) {
+		out->family = 6;
+		if (plen < 0)
+			plen = 128;
+	} else
+		return -EINVAL;
+	out->plen = (uint8_t)plen;
+	int bytes = out->family == 4 ? 4 : 16;
+	for (int i = 0; i < bytes; i++) {
+		int bits = plen - i * 8;
+		if (bits >= 8)
+			continue;
+		out->addr[i] &= bits <= 0 ? 0 : (uint8_t)(0xff << (8 - bits));
+	}
+	return 0;
+}
+
+void bk_cidr_format(const struct bk_cidr *c, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+	inet_ntop(c->family == 4 ? AF_INET : AF_INET6, c->addr, a, sizeof(a));
+	snprintf(buf, len, "%s/%u", a, c->plen);
+}
+
+bool bk_cidr_contains(const struct bk_cidr *o, const struct bk_cidr *in)
+{
+	if (o->family != in->family || o->plen > in->plen)
+		return false;
+	for (int i = 0; i < o->plen; i++) {
+		int b = i / 8, m = 0x80 >> (i % 8);
+		if ((o->addr[b] & m) != (in->addr[b] & m))
+			return false;
+	}
+	return true;
+}
+
+int bk_ports_parse(const char *s, uint16_t (*ranges)[2], int max)
+{
+	if (streq(s, "*")) {
+		if (max < 1)
+			return -EINVAL;
+		ranges[0][0] = 1;
+		ranges[0][1] = 65535;
+		return 1;
+	}
+	char buf[256];
+	size_t sl = strlen(s);
+	if (sl >= sizeof(buf) || !s[0] || s[0] == ',' || s[sl - 1] == ',' || strstr(s, ",,"))
+		return -EINVAL;
+	strcpy(buf, s);
+	int n = 0;
+	char *save = NULL;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (n == max)
+			return -EINVAL;
+		char *dash = strchr(t, '-');
+		uint64_t lo, hi;
+		if (dash) {
+			*dash = '\0';
+			if (parse_u64(t, &lo) < 0 || parse_u64(dash + 1, &hi) < 0)
+				return -EINVAL;
+		} else {
+			if (parse_u64(t, &lo) < 0)
+				return -EINVAL;
+			hi = lo;
+		}
+		if (lo < 1 || hi > 65535 || lo > hi)
+			return -EINVAL;
+		ranges[n][0] = (uint16_t)lo;
+		ranges[n][1] = (uint16_t)hi;
+		n++;
+	}
+	return n;
+}
+
+static struct bk_profile *add_profile(struct bk_policy_set *ps, const char *name)
+{
+	for (int i = 0; i < ps->n; i++)
+		if (streq(ps->prof[i].name, name)) {
+			uint32_t id = ps->prof[i].id;
+			memset(&ps->prof[i], 0, sizeof(ps->prof[i]));
+			snprintf(ps->prof[i].name, sizeof(ps->prof[i].name), "%s", name);
+			ps->prof[i].id = id;
+			return &ps->prof[i];
+		}
+	if (ps->n == BK_MAX_PROFILES)
+		return NULL;
+	struct bk_profile *p = &ps->prof[ps->n];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->id = (uint32_t)ps->n + 1;
+	ps->n++;
+	return p;
+}
+
+static void add_allow(struct bk_profile *p, const char *cidr, uint16_t lo, uint16_t hi, uint8_t protos)
+{
+	struct bk_allow_rule *r = &p->allow[p->n_allow++];
+	bk_cidr_parse(cidr, &r->c);
+	r->lo = lo;
+	r->hi = hi;
+	r->protos = protos;
+}
+
+void bk_policy_defaults(struct bk_policy_set *ps)
+{
+	memset(ps, 0, sizeof(*ps));
+	struct bk_profile *iso = add_profile(ps, "isolated");
+	iso->fresh_netns = true;
+	struct bk_profile *inet = add_profile(ps, "internet");
+	inet->dns = true;
+	add_allow(inet, "0.0.0.0/0", 80, 80, BK_PROTO_TCP);
+	add_allow(inet, "0.0.0.0/0", 443, 443, BK_PROTO_TCP);
+	add_allow(inet, "::/0", 80, 80, BK_PROTO_TCP);
+	add_allow(inet, "::/0", 443, 443, BK_PROTO_TCP);
+	strcpy(ps->default_profile, "isolated");
+}
+
+#define P_ERR(...) (snprintf(err, errlen, __VA_ARGS__), -EINVAL)
+
+static bool name_ok(const char *n)
+{
+	size_t l = strlen(n);
+	if (l == 0 || l >= 64)
+		return false;
+	for (const char *p = n; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
+			return false;
+	return true;
+}
+
+static bool in_builtin_deny(const struct bk_policy_set *ps, const struct bk_cidr *c)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(builtin_deny); i++) {
+		struct bk_cidr d;
+		bk_cidr_parse(builtin_deny[i].cidr, &d);
+		if (d.family == c->family && d.plen == c->plen && !memcmp(d.addr, c->addr, 16))
+			return true;
+	}
+	for (int i = 0; i < ps->n_extra; i++) {
+		const struct bk_cidr *d = &ps->extra_deny[i];
+		if (d->family == c->family && d->plen == c->plen && !memcmp(d->addr, c->addr, 16))
+			return true;
+	}
+	return false;
+}
+
+static int parse_profile(struct bk_policy_set *ps, const cJSON *pj, struct bk_profile *p, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "netns", "allow", "dns", "icmp", "deny_overrides", NULL };
+	const cJSON *it;
+	cJSON_ArrayForEach(it, pj)
+	{
+		bool ok = false;
+		for (int k = 0; keys[k]; k++)
+			ok |= streq(it->string, keys[k]);
+		if (!ok)
+			return P_ERR("config: profile %s: unknown key \"%s\"", p->name, it->string);
+	}
+	const cJSON *netns = cJSON_GetObjectItemCaseSensitive(pj, "netns");
+	const cJSON *allow = cJSON_GetObjectItemCaseSensitive(pj, "allow");
+	const cJSON *dns = cJSON_GetObjectItemCaseSensitive(pj, "dns");
+	const cJSON *icmp = cJSON_GetObjectItemCaseSensitive(pj, "icmp");
+	const cJSON *ovr = cJSON_GetObjectItemCaseSensitive(pj, "deny_overrides");
+	if ((dns && !cJSON_IsBool(dns)) || (icmp && !cJSON_IsBool(icmp)))
+		return P_ERR("config: profile %s: dns and icmp are booleans", p->name);
+	p->dns = cJSON_IsTrue(dns);
+	p->icmp = cJSON_IsTrue(icmp);
+	if (allow) {
+		if (!cJSON_IsArray(allow))
+			return P_ERR("config: profile %s: allow must be an array", p->name);
+		cJSON_ArrayForEach(it, allow)
+		{
+			const cJSON *c = cJSON_GetObjectItemCaseSensitive(it, "cidr");
+			const cJSON *po = cJSON_GetObjectItemCaseSensitive(it, "ports");
+			const cJSON *pr = cJSON_GetObjectItemCaseSensitive(it, "proto");
+			struct bk_cidr cidr;
+			if (!cJSON_IsString(c) || bk_cidr_parse(c->valuestring, &cidr) < 0)
+				return P_ERR("config: profile %s: bad cidr in allow", p->name);
+			uint8_t protos = 0;
+			const char *ps_ = cJSON_IsString(pr) ? pr->valuestring : "tcp";
+			if (streq(ps_, "tcp"))
+				protos = BK_PROTO_TCP;
+			else if (streq(ps_, "udp"))
+				protos = BK_PROTO_UDP;
+			else if (streq(ps_, "icmp"))
+				protos = BK_PROTO_ICMP;
+			else if (streq(ps_, "any"))
+				protos = BK_PROTO_TCP | BK_PROTO_UDP | BK_PROTO_ICMP;
+			else
+				return P_ERR("config: profile %s: proto is tcp, udp, icmp or any", p->name);
+			uint16_t rg[16][2];
+			int nr = 1;
+			rg[0][0] = 0;
+			rg[0][1] = 0;
+			if (protos != BK_PROTO_ICMP) {
+				nr = bk_ports_parse(cJSON_IsString(po) ? po->valuestring : "", rg, 16);
+				if (nr <= 0)
+					return P_ERR("config: profile %s: ports like \"80,443\", \"8000-8100\" or \"*\"", p->name);
+			}
+			for (int k = 0; k < nr; k++) {
+				if (p->n_allow == BK_MAX_ALLOW)
+					return P_ERR("config: profile %s: more than %d allow rules", p->name, BK_MAX_ALLOW);
+				struct bk_allow_rule *r = &p->allow[p->n_allow++];
+				r->c = cidr;
+				r->lo = rg[k][0];
+				r->hi = rg[k][1];
+				r->protos = protos;
+			}
+		}
+	}
+	if (ovr) {
+		if (!cJSON_IsArray(ovr))
+			return P_ERR("config: profile %s: deny_overrides must be an array", p->name);
+		cJSON_ArrayForEach(it, ovr)
+		{
+			struct bk_cidr c;
+			if (!cJSON_IsString(it) || bk_cidr_parse(it->valuestring, &c) < 0)
+				return P_ERR("config: profile %s: bad cidr in deny_overrides", p->name);
+			if (!in_builtin_deny(ps, &c))
+				return P_ERR("config: profile %s: deny_overrides entry %s is not an entry of the deny set",
+					     p->name, it->valuestring);
+			if (p->n_over == BK_MAX_OVERRIDES)
+				return P_ERR("config: profile %s: too many deny_overrides", p->name);
+			p->overrides[p->n_over++] = c;
+		}
+	}
+	if (netns) {
+		if (!cJSON_IsString(netns) || (!streq(netns->valuestring, "fresh") && !streq(netns->valuestring, "pod")))
+			return P_ERR("config: profile %s: netns is \"fresh\" or \"pod\"", p->name);
+		p->fresh_netns = streq(netns->valuestring, "fresh");
+	} else {
+		p->fresh_netns = p->n_allow == 0 && !p->dns;
+	}
+	return 0;
+}
+
+int bk_policy_parse(struct bk_policy_set *ps, const cJSON *root, char *err, size_t errlen)
+{
+	const cJSON *extra = cJSON_GetObjectItemCaseSensitive(root, "deny_cidrs");
+	const cJSON *it;
+	if (extra) {
+		if (!cJSON_IsArray(extra))
+			return P_ERR("config: deny_cidrs must be an array of CIDRs");
+		cJSON_ArrayForEach(it, extra)
+		{
+			if (ps->n_extra == BK_MAX_EXTRA_DENY)
+				return P_ERR("config: at most %d deny_cidrs", BK_MAX_EXTRA_DENY);
+			if (!cJSON_IsString(it) || bk_cidr_parse(it->valuestring, &ps->extra_deny[ps->n_extra]) < 0)
+				return P_ERR("config: bad CIDR in deny_cidrs");
+			ps->n_extra++;
+		}
+	}
+	const cJSON *profs = cJSON_GetObjectItemCaseSensitive(root, "profiles");
+	if (profs) {
+		if (!cJSON_IsObject(profs))
+			return P_ERR("config: profiles must be an object of name -> profile");
+		cJSON_ArrayForEach(it, profs)
+		{
+			if (!name_ok(it->string) || !cJSON_IsObject(it))
+				return P_ERR("config: profile names are [a-z0-9_-]{1,63} and profiles are objects");
+			struct bk_profile *p = add_profile(ps, it->string);
+			if (!p)
+				return P_ERR("config: at most %d profiles", BK_MAX_PROFILES);
+			int r = parse_profile(ps, it, p, err, errlen);
+			if (r < 0)
+				return r;
+		}
+	}
+	const cJSON *def = cJSON_GetObjectItemCaseSensitive(root, "default_profile");
+	if (def) {
+		if (!cJSON_IsString(def) || !bk_policy_find(ps, def->valuestring))
+			return P_ERR("config: default_profile must name a profile");
+		snprintf(ps->default_profile, sizeof(ps->default_profile), "%s", def->valuestring);
+	}
+	const cJSON *sels = cJSON_GetObjectItemCaseSensitive(root, "profile_selectors");
+	if (sels) {
+		if (!cJSON_IsArray(sels))
+			return P_ERR("config: profile_selectors must be an array");
+		cJSON_ArrayForEach(it, sels)
+		{
+			const cJSON *ns = cJSON_GetObjectItemCaseSensitive(it, "namespace");
+			const cJSON *pod = cJSON_GetObjectItemCaseSensitive(it, "pod");
+			const cJSON *prof = cJSON_GetObjectItemCaseSensitive(it, "profile");
+			if (ps->n_sel == BK_MAX_SELECTORS)
+				return P_ERR("config: at most %d profile_selectors", BK_MAX_SELECTORS);
+			if (!cJSON_IsString(prof) || !bk_policy_find(ps, prof->valuestring) || (ns && !cJSON_IsString(ns)) ||
+			    (pod && !cJSON_IsString(pod)))
+				return P_ERR("config: a profile selector has \"namespace\", \"pod\" (a pattern) and an existing \"profile\"");
+			struct bk_selector *s = &ps->sel[ps->n_sel++];
+			snprintf(s->ns, sizeof(s->ns), "%s", ns ? ns->valuestring : "*");
+			snprintf(s->pod, sizeof(s->pod), "%s", pod ? pod->valuestring : "*");
+			snprintf(s->profile, sizeof(s->profile), "%s", prof->valuestring);
+		}
+	}
+	return 0;
+}
+
+const struct bk_profile *bk_policy_find(const struct bk_policy_set *ps, const char *name)
+{
+	for (int i = 0; i < ps->n; i++)
+		if (streq(ps->prof[i].name, name))
+			return &ps->prof[i];
+	return NULL;
+}
+
+const struct bk_profile *bk_policy_select(const struct bk_policy_set *ps, const char *ns, const char *pod,
+					  const char *annotation, char *err, size_t errlen)
+{
+	if (annotation && annotation[0]) {
+		const struct bk_profile *p = bk_policy_find(ps, annotation);
+		if (!p)
+			snprintf(err, errlen, "the pod's boxkite.dev/egress-policy names \"%.64s\", which is no profile of this node",
+				 annotation);
+		return p;
+	}
+	for (int i = 0; i < ps->n_sel; i++)
+		if (fnmatch(ps->sel[i].ns, ns, 0) == 0 && fnmatch(ps->sel[i].pod, pod, 0) == 0)
+			return bk_policy_find(ps, ps->sel[i].profile);
+	const struct bk_profile *p = bk_policy_find(ps, ps->default_profile);
+	if (!p)
+		snprintf(err, errlen, "the default profile does not exist");
+	return p;
+}
+
+int bk_policy_deny_set(const struct bk_policy_set *ps, const struct bk_profile *p, struct bk_deny_entry *out, int max)
+{
+	int n = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(builtin_deny) + (size_t)ps->n_extra; i++) {
+		struct bk_deny_entry e;
+		if (i < ARRAY_SIZE(builtin_deny)) {
+			bk_cidr_parse(builtin_deny[i].cidr, &e.c);
+			e.reason = builtin_deny[i].reason;
+		} else {
+			e.c = ps->extra_deny[i - ARRAY_SIZE(builtin_deny)];
+			e.reason = BK_R_CLUSTER;
+		}
+		bool overridden = false;
+		for (int k = 0; k < p->n_over; k++)
+			if (p->overrides[k].family == e.c.family && p->overrides[k].plen == e.c.plen &&
+			    !memcmp(p->overrides[k].addr, e.c.addr, 16))
+				overridden = true;
+		if (overridden)
+			continue;
+		if (n == max)
+			return -E2BIG;
+		out[n++] = e;
+	}
+	return n;
+}
+
+static const char *protos_name(uint8_t p)
+{
+	switch (p) {
+	case BK_PROTO_TCP: return "tcp";
+	case BK_PROTO_UDP: return "udp";
+	case BK_PROTO_ICMP: return "icmp";
+	default: return "any";
+	}
+}
+
+int bk_policy_canon(const struct bk_policy_set *ps, const struct bk_profile *p, char *buf, size_t len)
+{
+	size_t off = 0;
+#define PUT(...)                                                                    \
+	do {                                                                        \
+		int w_ = snprintf(buf + off, len - off, __VA_ARGS__);               \
+		if (w_ < 0 || (size_t)w_ >= len - off)                              \
+			return -ENOSPC;                                             \
+		off += (size_t)w_;                                                  \
+	} while (0)
+	PUT("profile %s\nnetns %s\ndns %s\nicmp %s\n", p->name, p->fresh_netns ? "fresh" : "pod", p->dns ? "on" : "off",
+	    p->icmp ? "on" : "off");
+	char c[64];
+	for (int i = 0; i < p->n_allow; i++) {
+		bk_cidr_format(&p->allow[i].c, c, sizeof(c));
+		PUT("allow %s %s %u-%u\n", c, protos_name(p->allow[i].protos), p->allow[i].lo, p->allow[i].hi);
+	}
+	struct bk_deny_entry d[64];
+	int n = bk_policy_deny_set(ps, p, d, 64);
+	for (int i = 0; i < n; i++) {
+		bk_cidr_format(&d[i].c, c, sizeof(c));
+		PUT("deny %s %u\n", c, d[i].reason);
+	}
+	for (int i = 0; i < p->n_over; i++) {
+		bk_cidr_format(&p->overrides[i], c, sizeof(c));
+		PUT("override %s\n", c);
+	}
+#undef PUT
+	return (int)off;
+}

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "agent/parse/text.h"
+#include "lib/util.h"
+
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t len;
+	uint32_t cp;
+	if (c < 0x80)
+		return c ? 1 : 0;
+	if ((c & 0xe0) == 0xc0) {
+		len = 2;
+		cp = c & 0x1f;
+	} else if ((c & 0xf0) == 0xe0) {
+		len = 3;
+		cp = c & 0x0f;
+	} else if ((c & 0xf8) == 0xf0) {
+		len = 4;
+		cp = c & 0x07;
+	} else
+		return 0;
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	/* overlong forms, surrogates, beyond U+10FFFF */
+	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+char *bk_utf8_sanitize(const char *in, size_t n, size_t *outlen)
+{
+	/* worst case every byte becomes 3 bytes */
+	if (n > (SIZE_MAX - 1) / 3)
+		return NULL;
+	char *out = malloc(n * 3 + 1);
+	if (!out)
+		return NULL;
+	const unsigned char *s = (const unsigned char *)in;
+	size_t i = 0, o = 0;
+	while (i < n) {
+		size_t l = utf8_seq_len(s + i, n - i);
+		if (l == 0) {
+			out[o++] = (char)0xef;
+			out[o++] = (char)0xbf;
+			out[o++] = (char)0xbd;
+			i++;
+			continue;
+		}
+		memcpy(out + o, s + i, l);
+		o += l;
+		i += l;
+	}
+	out[o] = '\0';
+	*outlen = o;
+	return out;
+}
+
+static const char RED[] = "[REDACTED]";
+
+/* Hide every byte that lies in any occurrence of any secret, overlapping
+ * occurrences and overlaps between secrets included, then replace each
+ * maximal run of hidden bytes with one marker. Replacing secret by secret
+ * instead leaked bytes: with "hunter" and "hunter2password" as secrets,
+ * "hunter2password" became "[REDACTED]2password", and the tail check no
+ * longer saw a secret whose prefix an earlier secret had replaced. */
+char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecrets, int tail_partial)
+{
+	size_t n = *len;
+	if (n == 0)
+		return buf;
+	unsigned char *hide = calloc(n, 1);
+	if (!hide) {
+		free(buf);
+		return NULL;
+	}
+	bool any = false;
+	for (size_t s = 0; s < nsecrets; s++) {
+		const char *sec = secrets[s];
+		size_t sl = sec ? strlen(sec) : 0;
+		if (sl == 0)
+			continue;
+		size_t upto = 0; /* hide[] is set below this offset already */
+		for (char *p = memmem(buf, n, sec, sl); p; p = memmem(p + 1, n - (size_t)(p + 1 - buf), sec, sl)) {
+			size_t at = (size_t)(p - buf);
+			size_t from = at > upto ? at : upto;
+			memset(hide + from, 1, at + sl - from);
+			upto = at + sl;
+			any = true;
+			if (upto == n)
+				break;
+		}
+		if (tail_partial) {
+			/* the longest proper prefix of the secret that ends the buffer */
+			for (size_t k = (sl - 1 < n ? sl - 1 : n); k > 0; k--) {
+				if (memcmp(buf + n - k, sec, k) == 0) {
+					memset(hide + n - k, 1, k);
+					any = true;
+					break;
+				}
+			}
+		}
+	}
+	if (!any) {
+		free(hide);
+		return buf;
+	}
+	size_t nl = 0;
+	for (size_t i = 0; i < n; i++)
+		nl += !hide[i] ? 1 : (i == 0 || !hide[i - 1]) ? sizeof(RED) - 1 : 0;
+	char *nb = malloc(nl + 1);
+	if (!nb) {
+		free(hide);
+		free(buf);
+		return NULL;
+	}
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!hide[i])
+			nb[o++] = buf[i];
+		else if (i == 0 || !hide[i - 1]) {
+			memcpy(nb + o, RED, sizeof(RED) - 1);
+			o += sizeof(RED) - 1;
+		}
+	}
+	nb[o] = '\0';
+	free(hide);
+	free(buf);
+	*len = o;
+	return nb;
+}

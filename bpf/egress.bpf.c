@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* boxkite egress filters, attached to every exec cgroup as links.
+ *
+ * Policy is looked up by the cgroup id; a cgroup without an entry is denied
+ * (fail closed). The decision, in order:
+ *   loopback (allowed only with the exec's own netns) -> the pod's own
+ *   addresses (denied) -> port 53 (only to the pod's resolvers, only if the
+ *   profile allows DNS) -> the deny set (metadata, link-local, private,
+ *   cluster; per profile, minus the operator's explicit overrides) -> the
+ *   profile's allow rules (prefix + port range + protocol) -> denied.
+ * IPv4-mapped IPv6 is decided as the IPv4 address; a NAT64 address whose
+ * embedded IPv4 is in the deny set is denied.
+ * Socket hooks return 0, which the caller sees at once as EPERM;
+ * cgroup_skb/egress applies the same decision to every packet as the
+ * backstop (ICMP, and anything that bypassed the socket hooks). */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "egress.h"
+
+#define AF_INET_ 2
+#define AF_INET6_ 10
+#define SOCK_RAW_ 3
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, BK_MAX_EXECS);
+	__type(key, __u64);
+	__type(value, struct bk_policy);
+} bk_policy SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, BK_MAX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct bk_lpm4);
+	__type(value, struct bk_ports);
+} bk_allow4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, BK_MAX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct bk_lpm6);
+	__type(value, struct bk_ports);
+} bk_allow6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, BK_MAX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct bk_lpm4);
+	__type(value, struct bk_deny);
+} bk_deny4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, BK_MAX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct bk_lpm6);
+	__type(value, struct bk_deny);
+} bk_deny6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, BK_MAX_EXECS * 4);
+	__type(key, struct bk_local_key);
+	__type(value, __u32);
+} bk_local SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, BK_MAX_EXECS);
+	__type(key, __u64);
+	__type(value, struct bk_rate);
+} bk_rate SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} bk_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, BK_S_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} bk_stats SEC(".maps");
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&bk_stats, &idx);
+	if (v)
+		*v += 1;
+}
+
+/* Count every denial per cgroup; send at most BK_EVENTS_PER_SEC events per
+ * cgroup and second, so a flood cannot swamp the agent. */
+static __always_inline int rate_ok(__u64 cgid)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct bk_rate *r = bpf_map_lookup_elem(&bk_rate, &cgid);
+	if (!r) {
+		struct bk_rate n = { .window_ns = now, .in_window = 1, .total = 1 };
+		bpf_map_update_elem(&bk_rate, &cgid, &n, BPF_ANY);
+		return 1;
+	}
+	__sync_fetch_and_add(&r->total, 1);
+	if (now - r->window_ns > 1000000000ull) {
+		r->window_ns = now;
+		r->in_window = 1;
+		return 1;
+	}
+	if (r->in_window >= BK_EVENTS_PER_SEC) {
+		stat_inc(BK_S_EVENTS_SUPPRESSED);
+		return 0;
+	}
+	r->in_window++;
+	return 1;
+}
+
+static __always_inline void emit(__u64 cgid, __u32 reason, __u8 hook, __u16 family, __u8 proto, __u16 port,
+				 const __u8 *addr, int alen)
+{
+	stat_inc(BK_S_DENIED);
+	if (!rate_ok(cgid))
+		return;
+	struct bk_event *e = bpf_ringbuf_reserve(&bk_events, sizeof(*e), 0);
+	if (!e) {
+		stat_inc(BK_S_EVENTS_LOST);
+		return;
+	}
+	e->cgroup_id = cgid;
+	e->ts_ns = bpf_ktime_get_ns();
+	e->pid = bpf_get_current_pid_tgid() >> 32;
+	e->reason = reason;
+	e->family = family;
+	e->port = port;
+	e->proto = proto;
+	e->hook = hook;
+	e->pad[0] = e->pad[1] = 0;
+	__builtin_memset(e->addr, 0, sizeof(e->addr));
+	if (alen == 4)
+		__builtin_memcpy(e->addr, addr, 4);
+	else if (alen == 16)
+		__builtin_memcpy(e->addr, addr, 16);
+	__builtin_memset(e->comm, 0, sizeof(e->comm));
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline __u8 proto_bit(__u8 proto)
+{
+	if (proto == IPPROTO_TCP)
+		return BK_PROTO_TCP;
+	if (proto == IPPROTO_UDP)
+		return BK_PROTO_UDP;
+	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6)
+		return BK_PROTO_ICMP;
+	return 0;
+}
+
+static __always_inline int ports_allow(const struct bk_ports *v, __u8 proto, __u16 port)
+{
+	__u8 bit = proto_bit(proto);
+	if (!bit)
+		return 0;
+#pragma unroll
+	for (int i = 0; i < BK_PORT_RANGES; i++) {
+		if (i >= v->n)
+			break;
+		if (!(v->r[i].protos & bit))
+			continue;
+		if (bit == BK_PROTO_ICMP || (port >= v->r[i].lo && port <= v->r[i].hi))
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline __u32 local_kind(__u64 cgid, const __u8 *a16)
+{
+	struct bk_local_key k = { .cgroup_id = cgid };
+	__builtin_memcpy(k.addr, a16, 16);
+	__u32 *v = bpf_map_lookup_elem(&bk_local, &k);
+	return v ? *v : 0;
+}
+
+static __always_inline __u32 deny4_reason(__u32 profile, __u32 dst_be)
+{
+	struct bk_lpm4 k = { .prefixlen = 64, .profile = profile };
+	__builtin_memcpy(k.addr, &dst_be, 4);
+	struct bk_deny *d = bpf_map_lookup_elem(&bk_deny4, &k);
+	return d ? d->reason : BK_R_NONE;
+}
+
+static __always_inline __u32 decide4(const struct bk_policy *p, __u64 cgid, __u32 dst_be, __u8 proto, __u16 port)
+{
+	if (!p)
+		return BK_R_NO_POLICY;
+	if ((bpf_ntohl(dst_be) >> 24) == 127)
+		return (p->flags & BK_POL_ALLOW_LOOPBACK) ? BK_R_NONE : BK_R_LOOPBACK;
+	__u8 m[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	__builtin_memcpy(m + 12, &dst_be, 4);
+	__u32 lk = local_kind(cgid, m);
+	if (lk == BK_LOCAL_SELF)
+		return BK_R_POD_SELF;
+	if (port == 53 && (proto == IPPROTO_UDP || proto == IPPROTO_TCP))
+		return ((p->flags & BK_POL_ALLOW_DNS) && lk == BK_LOCAL_RESOLVER) ? BK_R_NONE : BK_R_DNS;
+	__u32 dr = deny4_reason(p->profile, dst_be);
+	if (dr)
+		return dr;
+	struct bk_lpm4 k = { .prefixlen = 64, .profile = p->profile };
+	__builtin_memcpy(k.addr, &dst_be, 4);
+	struct bk_ports *v = bpf_map_lookup_elem(&bk_allow4, &k);
+	if (v && ports_allow(v, proto, port))
+		return BK_R_NONE;
+	return p->profile ? BK_R_NOT_ALLOWED : BK_R_DENY_ALL;
+}
+
+static __always_inline __u32 decide6(const struct bk_policy *p, __u64 cgid, const __u32 *dst, __u8 proto, __u16 port)
+{
+	if (!p)
+		return BK_R_NO_POLICY;
+	/* ::ffff:a.b.c.d is IPv4 in disguise */
+	if (dst[0] == 0 && dst[1] == 0 && dst[2] == bpf_htonl(0xffff))
+		return decide4(p, cgid, dst[3], proto, port);
+	if (dst[0] == 0 && dst[1] == 0 && dst[2] == 0 && (dst[3] == bpf_htonl(1) || dst[3] == 0))
+		return (p->flags & BK_POL_ALLOW_LOOPBACK) && dst[3] ? BK_R_NONE : BK_R_LOOPBACK;
+	/* NAT64 (64:ff9b::/96): the IPv4 it reaches must not be denied */
+	if (dst[0] == bpf_htonl(0x0064ff9b) && dst[1] == 0 && dst[2] == 0) {
+		__u32 dr = deny4_reason(p->profile, dst[3]);
+		if (dr)
+			return dr;
+		if ((bpf_ntohl(dst[3]) >> 24) == 127)
+			return BK_R_LOOPBACK;
+	}
+	__u32 lk = local_kind(cgid, (const __u8 *)dst);
+	if (lk == BK_LOCAL_SELF)
+		return BK_R_POD_SELF;
+	if (port == 53 && (proto == IPPROTO_UDP || proto == IPPROTO_TCP))
+		return ((p->flags & BK_POL_ALLOW_DNS) && lk == BK_LOCAL_RESOLVER) ? BK_R_NONE : BK_R_DNS;
+	struct bk_lpm6 k = { .prefixlen = 160, .profile = p->profile };
+	__builtin_memcpy(k.addr, dst, 16);
+	struct bk_deny *d = bpf_map_lookup_elem(&bk_deny6, &k);
+	if (d)
+		return d->reason;
+	struct bk_ports *v = bpf_map_lookup_elem(&bk_allow6, &k);
+	if (v && ports_allow(v, proto, port))
+		return BK_R_NONE;
+	return p->profile ? BK_R_NOT_ALLOWED : BK_R_DENY_ALL;
+}
+
+SEC("cgroup/sock_create")
+int bk_sock_create(struct bpf_sock *sk)
+{
+	__u64 cgid = bpf_get_current_cgroup_id();
+	struct bk_policy *p = bpf_map_lookup_elem(&bk_policy, &cgid);
+	__u32 r = BK_R_NONE;
+	if (!p)
+		r = BK_R_NO_POLICY;
+	else if (sk->type == SOCK_RAW_)
+		r = BK_R_RAW_SOCKET;
+	else if ((sk->protocol == IPPROTO_ICMP || sk->protocol == IPPROTO_ICMPV6) && !(p->flags & BK_POL_ALLOW_ICMP))
+		r = BK_R_ICMP;
+	if (r == BK_R_NONE)
+		return 1;
+	emit(cgid, r, BK_H_SOCK_CREATE, sk->family, sk->protocol, 0, 0, 0);
+	return 0;
+}
+
+static __always_inline int sock_addr4(struct bpf_sock_addr *ctx, __u8 hook)
+{
+	__u64 cgid = bpf_get_current_cgroup_id();
+	struct bk_policy *p = bpf_map_lookup_elem(&bk_policy, &cgid);
+	__u32 dst = ctx->user_ip4;
+	__u16 port = bpf_ntohs(ctx->user_port);
+	__u8 proto = ctx->protocol;
+	__u32 r = decide4(p, cgid, dst, proto, port);
+	if (r == BK_R_NONE)
+		return 1;
+	emit(cgid, r, hook, AF_INET_, proto, port, (const __u8 *)&dst, 4);
+	return 0;
+}
+
+static __always_inline int sock_addr6(struct bpf_sock_addr *ctx, __u8 hook)
+{
+	__u64 cgid = bpf_get_current_cgroup_id();
+	struct bk_policy *p = bpf_map_lookup_elem(&bk_policy, &cgid);
+	__u32 dst[4];
+	dst[0] = ctx->user_ip6[0];
+	dst[1] = ctx->user_ip6[1];
+	dst[2] = ctx->user_ip6[2];
+	dst[3] = ctx->user_ip6[3];
+	__u16 port = bpf_ntohs(ctx->user_port);
+	__u8 proto = ctx->protocol;
+	__u32 r = decide6(p, cgid, dst, proto, port);
+	if (r == BK_R_NONE)
+		return 1;
+	emit(cgid, r, hook, AF_INET6_, proto, port, (const __u8 *)dst, 16);
+	return 0;
+}
+
+SEC("cgroup/connect4")
+int bk_connect4(struct bpf_sock_addr *ctx) { return sock_addr4(ctx, BK_H_CONNECT4); }
+
+SEC("cgroup/connect6")
+int bk_connect6(struct bpf_sock_addr *ctx) { return sock_addr6(ctx, BK_H_CONNECT6); }
+
+SEC("cgroup/sendmsg4")
+int bk_sendmsg4(struct bpf_sock_addr *ctx) { return sock_addr4(ctx, BK_H_SENDMSG4); }
+
+SEC("cgroup/sendmsg6")
+int bk_sendmsg6(struct bpf_sock_addr *ctx) { return sock_addr6(ctx, BK_H_SENDMSG6); }
+
+static __always_inline __u16 l4_dport(struct __sk_buff *skb, __u32 off, __u8 proto)
+{
+	__u16 port = 0;
+	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
+		/* the destination port is the second 16-bit word of both headers */
+		if (bpf_skb_load_bytes(skb, off + 2, &port, 2) < 0)
+			return 0;
+		port = bpf_ntohs(port);
+	}
+	return port;
+}
+
+SEC("cgroup_skb/egress")
+int bk_egress(struct __sk_buff *skb)
+{
+	__u64 cgid = bpf_skb_cgroup_id(skb);
+	struct bk_policy *p = bpf_map_lookup_elem(&bk_policy, &cgid);
+	__u32 r;
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		struct iphdr ip;
+		if (bpf_skb_load_bytes(skb, 0, &ip, sizeof(ip)) < 0)
+			return 0;
+		__u16 port = l4_dport(skb, ip.ihl * 4, ip.protocol);
+		r = decide4(p, cgid, ip.daddr, ip.protocol, port);
+		if (r == BK_R_NONE)
+			return 1;
+		__u32 d = ip.daddr;
+		emit(cgid, r, BK_H_EGRESS, AF_INET_, ip.protocol, port, (const __u8 *)&d, 4);
+		return 0;
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr ip6;
+		if (bpf_skb_load_bytes(skb, 0, &ip6, sizeof(ip6)) < 0)
+			return 0;
+		__u32 d[4];
+		__builtin_memcpy(d, &ip6.daddr, 16);
+		__u16 port = l4_dport(skb, sizeof(ip6), ip6.nexthdr);
+		r = decide6(p, cgid, d, ip6.nexthdr, port);
+		if (r == BK_R_NONE)
+			return 1;
+		emit(cgid, r, BK_H_EGRESS, AF_INET6_, ip6.nexthdr, port, (const __u8 *)d, 16);
+		return 0;
+	}
+	/* Neither IPv4 nor IPv6 from an exec cgroup: nothing an exec needs. */
+	return p && (p->flags & BK_POL_ALLOW_LOOPBACK) ? 1 : 0;
+}
