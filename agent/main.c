@@ -57,7 +57,7 @@ static void *conn_main(void *arg)
 		if (bk_pod_from_peer(&agent.cfg, fd, &pod, why, sizeof(why)) < 0) {
 			refused = true;
 			__atomic_add_fetch(&agent.refused_callers, 1, __ATOMIC_RELAXED);
-			log_warn("caller_refused", "%s", why);
+			log_warnf("caller_refused", "%s", why);
 		} else {
 			cJSON *f = cJSON_CreateObject();
 			cJSON_AddStringToObject(f, "pod", pod.pod_name);
@@ -73,7 +73,7 @@ static void *conn_main(void *arg)
 			refused = true;
 			snprintf(why, sizeof(why), "the admin socket is for root only");
 			__atomic_add_fetch(&agent.refused_callers, 1, __ATOMIC_RELAXED);
-			log_warn("caller_refused", "admin socket: uid %d refused", (int)cr.uid);
+			log_warnf("caller_refused", "admin socket: uid %d refused", (int)cr.uid);
 		}
 	}
 	for (;;) {
@@ -258,14 +258,14 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&agent.stats_lock, NULL);
 	int rec = bk_recover(&agent.engine);
 	if (rec > 0)
-		log_warn("recovery", "killed and removed %d exec(s) a previous agent left behind", rec);
+		log_warnf("recovery", "killed and removed %d exec(s) a previous agent left behind", rec);
 	if (!c->layer_netns || !c->layer_bpf || !c->layer_landlock)
-		log_warn("layer_disabled", "UNSAFE: layers turned off by configuration: netns=%s bpf=%s landlock=%s",
+		log_warnf("layer_disabled", "UNSAFE: layers turned off by configuration: netns=%s bpf=%s landlock=%s",
 			 c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off", c->layer_landlock ? "on" : "off");
 	/* the node is unsafe until the first self-test passed */
 	bk_selftest_run(&agent);
 	if (bk_selftest_start(&agent) < 0)
-		log_error("selftest", "cannot start the periodic self-test");
+		log_errorf("selftest", "cannot start the periodic self-test");
 	if (bk_metrics_start(&agent, c->metrics, err, sizeof(err)) < 0) {
 		fprintf(stderr, "boxkite-agent: %s\n", err);
 		bk_selftest_stop();
@@ -280,7 +280,7 @@ int main(int argc, char **argv)
 		bk_engine_fini(&agent.engine);
 		return 1;
 	}
-	log_info("started", "boxkite-agent %s listening on %s (admin %s), bpffs %s", BK_VERSION, c->socket,
+	log_infof("started", "boxkite-agent %s listening on %s (admin %s), bpffs %s", BK_VERSION, c->socket,
 		 c->admin_socket, c->bpffs);
 
 	for (;;) {
@@ -325,7 +325,7 @@ int main(int argc, char **argv)
 			pthread_attr_destroy(&at);
 		}
 	}
-	log_info("stopping", "signal received: draining");
+	log_infof("stopping", "signal received: draining");
 	close(lfd);
 	close(afd);
 	unlink(c->socket);
@@ -342,6 +342,6 @@ int main(int argc, char **argv)
 	bk_metrics_stop();
 	bk_selftest_stop();
 	bk_engine_fini(&agent.engine);
-	log_info("stopped", "boxkite-agent stopped");
+	log_infof("stopped", "boxkite-agent stopped");
 	return 0;
 }

@@ -1,30 +1,153 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Each line is built with cJSON (no hand-written escaping) and written with
+ * one write(2), so lines from concurrent threads never interleave (a pipe
+ * in a pod: writes up to PIPE_BUF are atomic; longer lines are still one
+ * call, and the lock keeps them whole on a file or terminal). */
 #include "lib/log.h"
 
+#include <cJSON.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <time.h>
 
+static int out_fd = STDOUT_FILENO;
+static const char *component;
+static const char *name_key = "event";
+static enum log_level min_level = LOG_INFO;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void ts_now(char *buf, size_t len)
+void log_setup(int fd, const char *comp, const char *key)
 {
+	out_fd = fd;
+	component = comp;
+	name_key = key ? key : "event";
+}
+
+void log_set_level(enum log_level min) { min_level = min; }
+
+const char *log_level_name(enum log_level l)
+{
+	switch (l) {
+	case LOG_DEBUG:
+		return "debug";
+	case LOG_INFO:
+		return "info";
+	case LOG_WARN:
+		return "warn";
+	default:
+		return "error";
+	}
+}
+
+static void add_fields(cJSON *o, const struct log_field *f)
+{
+	for (; f && f->type != LF_END; f++) {
+		switch (f->type) {
+		case LF_STR:
+			if (f->s)
+				cJSON_AddStringToObject(o, f->key, f->s);
+			else
+				cJSON_AddNullToObject(o, f->key);
+			break;
+		case LF_INT:
+			cJSON_AddNumberToObject(o, f->key, (double)f->i);
+			break;
+		case LF_NUM:
+			cJSON_AddNumberToObject(o, f->key, f->d);
+			break;
+		case LF_BOOL:
+			cJSON_AddBoolToObject(o, f->key, f->i != 0);
+			break;
+		case LF_OBJ:
+			add_fields(cJSON_AddObjectToObject(o, f->key), f->o);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static void write_line(char *line)
+{
+	size_t n = strlen(line);
+	line[n] = '\n'; /* replaces the NUL; n+1 bytes are written, never read as a string */
+	const char *p = line;
+	size_t left = n + 1;
+	pthread_mutex_lock(&log_lock);
+	while (left > 0) {
+		ssize_t w = write(out_fd, p, left);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		p += w;
+		left -= (size_t)w;
+	}
+	pthread_mutex_unlock(&log_lock);
+}
+
+void log_emit(enum log_level level, const char *name, const struct log_field *fields)
+{
+	if (level < min_level)
+		return;
+	int saved_errno = errno;
+	struct timespec ts;
+	struct tm tm;
+	char tbuf[40];
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	size_t tl = strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(tbuf + tl, sizeof(tbuf) - tl, ".%03ldZ", ts.tv_nsec / 1000000L);
+
+	cJSON *o = cJSON_CreateObject();
+	if (o) {
+		cJSON_AddStringToObject(o, "ts", tbuf);
+		cJSON_AddStringToObject(o, "level", log_level_name(level));
+		if (component)
+			cJSON_AddStringToObject(o, "component", component);
+		cJSON_AddStringToObject(o, name_key, name);
+		add_fields(o, fields);
+		char *line = cJSON_PrintUnformatted(o);
+		cJSON_Delete(o);
+		if (line) {
+			write_line(line);
+			free(line);
+		}
+	}
+	errno = saved_errno;
+}
+
+void log_emitf(enum log_level level, const char *name, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_at(level, name, LS("msg", msg));
+}
+
+void bk_log_obj(const char *level, const char *event, struct cJSON *fields)
+{
+	enum log_level l = streq(level, "error") ? LOG_ERROR : streq(level, "warn") ? LOG_WARN :
+			   streq(level, "debug") ? LOG_DEBUG : LOG_INFO;
+	if (l < min_level) {
+		cJSON_Delete(fields);
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	char tbuf[40];
 	struct timespec ts;
 	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000);
-}
-
-void bk_log_obj(const char *level, const char *event, cJSON *fields)
-{
-	cJSON *o = cJSON_CreateObject();
-	char ts[40];
-	ts_now(ts, sizeof(ts));
-	cJSON_AddStringToObject(o, "ts", ts);
-	cJSON_AddStringToObject(o, "level", level);
-	cJSON_AddStringToObject(o, "event", event);
+	size_t tl = strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(tbuf + tl, sizeof(tbuf) - tl, ".%03ldZ", ts.tv_nsec / 1000000L);
+	cJSON_AddStringToObject(o, "ts", tbuf);
+	cJSON_AddStringToObject(o, "level", log_level_name(l));
+	if (component)
+		cJSON_AddStringToObject(o, "component", component);
+	cJSON_AddStringToObject(o, name_key, event);
 	if (fields) {
 		cJSON *it = fields->child;
 		while (it) {
@@ -37,24 +160,8 @@ void bk_log_obj(const char *level, const char *event, cJSON *fields)
 	}
 	char *s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
-	if (!s)
-		return;
-	pthread_mutex_lock(&log_lock);
-	fputs(s, stdout);
-	fputc('\n', stdout);
-	fflush(stdout);
-	pthread_mutex_unlock(&log_lock);
-	free(s);
-}
-
-void bk_log(const char *level, const char *event, const char *fmt, ...)
-{
-	char msg[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	cJSON *f = cJSON_CreateObject();
-	cJSON_AddStringToObject(f, "msg", msg);
-	bk_log_obj(level, event, f);
+	if (s) {
+		write_line(s);
+		free(s);
+	}
 }

@@ -1,21 +1,65 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* JSON-lines logs on stdout: one object per line, written atomically.
- * Never pass a secret value (token, key, secret_env value) to these. */
+/* JSON-lines logs, one object per line written with a single write(2), for
+ * the agent (stdout) and the shim (stderr) alike.
+ *
+ *   agent: {"ts":…,"level":…,"event":NAME, fields…}
+ *   shim:  {"ts":…,"level":…,"component":"boxkite-shim","msg":NAME, fields…}
+ *
+ * Fields are typed values (LS/LI/LD/LB/LO), not JSON objects: code below the
+ * API edge never builds JSON to log. Never pass a secret (token, key,
+ * secret_env value, header value, body) to these. */
 #pragma once
-#include <cJSON.h>
+#include <stdarg.h>
+#include <stdint.h>
+
 #include "lib/util.h"
 
-void bk_log(const char *level, const char *event, const char *fmt, ...) _printf_(3, 4);
-/* Adds "ts", "level" and "event" to fields (taken over and freed). */
-void bk_log_obj(const char *level, const char *event, cJSON *fields);
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+enum log_field_type { LF_END, LF_STR, LF_INT, LF_NUM, LF_BOOL, LF_OBJ };
+struct log_field {
+	const char *key;
+	enum log_field_type type;
+	const char *s;                 /* LF_STR (NULL logs null) */
+	long long i;                   /* LF_INT, LF_BOOL */
+	double d;                      /* LF_NUM */
+	const struct log_field *o;     /* LF_OBJ: a nested object, LF_END-terminated */
+};
+#define LS(k, v) ((struct log_field){ .key = (k), .type = LF_STR, .s = (v) })
+#define LI(k, v) ((struct log_field){ .key = (k), .type = LF_INT, .i = (long long)(v) })
+#define LD(k, v) ((struct log_field){ .key = (k), .type = LF_NUM, .d = (double)(v) })
+#define LB(k, v) ((struct log_field){ .key = (k), .type = LF_BOOL, .i = !!(v) })
+#define LO(k, ...) \
+	((struct log_field){ .key = (k), .type = LF_OBJ, .o = (const struct log_field[]){ __VA_ARGS__, { .type = LF_END } } })
+#define LEND ((struct log_field){ .type = LF_END })
 
-#define log_info(ev, ...) bk_log("info", ev, __VA_ARGS__)
-#define log_warn(ev, ...) bk_log("warn", ev, __VA_ARGS__)
-#define log_error(ev, ...) bk_log("error", ev, __VA_ARGS__)
+/* Where lines go and how they are named: fd, "component" value (NULL: no
+ * such field), the key of the line's name ("event" or "msg"). Defaults:
+ * stdout, no component, "event" (the agent's). */
+void log_setup(int fd, const char *component, const char *name_key);
+void log_set_level(enum log_level min);
+const char *log_level_name(enum log_level l);
+void log_emit(enum log_level level, const char *name, const struct log_field *fields);
+/* NAME with a printf-formatted "msg" field. */
+void log_emitf(enum log_level level, const char *name, const char *fmt, ...) _printf_(3, 4);
+
+#define log_at(lvl, name, ...) \
+	log_emit((lvl), (name), (const struct log_field[]){ __VA_ARGS__ __VA_OPT__(, ) { .type = LF_END } })
+#define log_debug(name, ...) log_at(LOG_DEBUG, name, __VA_ARGS__)
+#define log_info(name, ...) log_at(LOG_INFO, name, __VA_ARGS__)
+#define log_warn(name, ...) log_at(LOG_WARN, name, __VA_ARGS__)
+#define log_error(name, ...) log_at(LOG_ERROR, name, __VA_ARGS__)
+#define log_infof(name, ...) log_emitf(LOG_INFO, name, __VA_ARGS__)
+#define log_warnf(name, ...) log_emitf(LOG_WARN, name, __VA_ARGS__)
+#define log_errorf(name, ...) log_emitf(LOG_ERROR, name, __VA_ARGS__)
 /* Log and return a negative errno in one line (systemd's log_error_errno). */
-#define log_error_errno(err, ev, fmt, ...)                                                 \
-	({                                                                                 \
-		int _e = (err) < 0 ? -(err) : (err);                                       \
-		bk_log("error", ev, fmt ": %s", ##__VA_ARGS__, strerror(_e));              \
-		-_e;                                                                       \
+#define log_error_errno(err, name, fmt, ...)                                         \
+	({                                                                           \
+		int _e = (err) < 0 ? -(err) : (err);                                 \
+		log_emitf(LOG_ERROR, name, fmt ": %s", ##__VA_ARGS__, strerror(_e)); \
+		-_e;                                                                 \
 	})
+
+/* Transitional: a line from a cJSON object of fields (taken over). Only the
+ * API edge may build JSON; this goes when the last caller below it does. */
+struct cJSON;
+void bk_log_obj(const char *level, const char *event, struct cJSON *fields);

@@ -1,106 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* JSON-lines logging on stderr.
- *
- * Each line is built with cJSON (no hand-written escaping) and written with
- * one write(2), so lines from concurrent threads never interleave (stderr
- * is a pipe in a pod; writes up to PIPE_BUF are atomic and our lines are
- * far below that after truncation of the only free-form field, MHD's own
- * messages).
+/* The shim's logging on stderr: lines are written by lib/log.c (set up in
+ * main.c as component "boxkite-shim"); here the rate limit for lines a
+ * client can trigger at will, and libmicrohttpd's messages.
  *
  * What is never logged: header values, bodies, the token (only its hash is
  * kept at all), the key, and the paths of secret files. */
 #include "shim.h"
 
 #include <arpa/inet.h>
-#include <cjson/cJSON.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <sys/un.h>
 #include <time.h>
-
-static enum log_level min_level = LOG_INFO;
-
-void log_set_level(enum log_level min) { min_level = min; }
-
-static const char *level_name(enum log_level l)
-{
-	switch (l) {
-	case LOG_DEBUG:
-		return "debug";
-	case LOG_INFO:
-		return "info";
-	case LOG_WARN:
-		return "warn";
-	default:
-		return "error";
-	}
-}
-
-static void cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-
-void log_emit(enum log_level level, const char *msg, const struct log_field *fields)
-{
-	if (level < min_level)
-		return;
-	int saved_errno = errno;
-
-	struct timespec ts;
-	struct tm tm;
-	char tbuf[40];
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	size_t tl = strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(tbuf + tl, sizeof(tbuf) - tl, ".%03ldZ", ts.tv_nsec / 1000000L);
-
-	_cleanup_(cjson_deletep) cJSON *o = cJSON_CreateObject();
-	_cleanup_free_ char *line = NULL;
-	if (o) {
-		cJSON_AddStringToObject(o, "ts", tbuf);
-		cJSON_AddStringToObject(o, "level", level_name(level));
-		cJSON_AddStringToObject(o, "component", "boxkite-shim");
-		cJSON_AddStringToObject(o, "msg", msg);
-		for (const struct log_field *f = fields; f && f->type != LF_END; f++) {
-			switch (f->type) {
-			case LF_STR:
-				if (f->s)
-					cJSON_AddStringToObject(o, f->key, f->s);
-				else
-					cJSON_AddNullToObject(o, f->key);
-				break;
-			case LF_INT:
-				cJSON_AddNumberToObject(o, f->key, (double)f->i);
-				break;
-			case LF_BOOL:
-				cJSON_AddBoolToObject(o, f->key, f->i != 0);
-				break;
-			default:
-				break;
-			}
-		}
-		line = cJSON_PrintUnformatted(o);
-	}
-	if (line) {
-		size_t n = strlen(line);
-		line[n] = '\n'; /* replaces the NUL; n+1 bytes are written, never read as a string */
-		const char *p = line;
-		size_t left = n + 1;
-		while (left > 0) {
-			ssize_t w = write(STDERR_FILENO, p, left);
-			if (w < 0) {
-				if (errno == EINTR)
-					continue;
-				break;
-			}
-			p += w;
-			left -= (size_t)w;
-		}
-	}
-	errno = saved_errno;
-}
 
 /* libmicrohttpd's messages. Some quote the request URL (`...'); we drop the
  * quoted part: a URL path is client-controlled and could carry anything. */

@@ -243,6 +243,7 @@ int main(int argc, char **argv)
 		return argc == 2 && (streq(argv[1], "--version") || streq(argv[1], "--help")) ? 0 : 2;
 	}
 
+	log_setup(STDERR_FILENO, "boxkite-shim", "msg");
 	/* SIGPIPE: a client or the agent going away is an error return, never
 	 * a death. SIGTERM/SIGINT are blocked in every thread (threads inherit
 	 * the mask) and taken synchronously by main. */

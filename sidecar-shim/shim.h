@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "lib/log.h"
 #include "lib/util.h"
 
 #define SHIM_DEFAULT_LISTEN "0.0.0.0:8443"
@@ -45,28 +46,8 @@
 #define SHIM_ADDR_MAX 64 /* "[IPv6]:port" with room to spare */
 
 /* ---- log.c ----------------------------------------------------------- */
-enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
-enum log_field_type { LF_END, LF_STR, LF_INT, LF_BOOL };
-struct log_field {
-	const char *key;
-	enum log_field_type type;
-	const char *s;
-	long long i;
-};
-#define LS(k, v) ((struct log_field){ .key = (k), .type = LF_STR, .s = (v) })
-#define LI(k, v) ((struct log_field){ .key = (k), .type = LF_INT, .i = (long long)(v) })
-#define LB(k, v) ((struct log_field){ .key = (k), .type = LF_BOOL, .i = !!(v) })
-void log_set_level(enum log_level min);
-/* One JSON object per line on stderr, written with a single write(2).
- * Callers pass only fixed strings, numbers and addresses: never a header
- * value, a body, the token, the key or a secret's path. */
-void log_emit(enum log_level level, const char *msg, const struct log_field *fields);
-#define log_at(lvl, msg, ...) \
-	log_emit((lvl), (msg), (const struct log_field[]){ __VA_ARGS__ __VA_OPT__(, ) { .type = LF_END } })
-#define log_debug(msg, ...) log_at(LOG_DEBUG, msg, __VA_ARGS__)
-#define log_info(msg, ...) log_at(LOG_INFO, msg, __VA_ARGS__)
-#define log_warn(msg, ...) log_at(LOG_WARN, msg, __VA_ARGS__)
-#define log_error(msg, ...) log_at(LOG_ERROR, msg, __VA_ARGS__)
+/* Logging itself is lib/log.h (shared with the agent); this file adds the
+ * shim's rate limit and libmicrohttpd's logger. */
 /* At most `burst` lines per second from one call site; the next line
  * allowed carries the number suppressed. For lines a client can trigger at
  * will (failed handshakes, connection floods, MHD's protocol errors). */

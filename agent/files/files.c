@@ -33,6 +33,7 @@
  * them), no NSS, no locale, no dlopen: nothing the container's files could
  * configure. */
 #include "agent/files/files.h"
+#include "agent/isolate/privs.h"
 #include "lib/log.h"
 #include "agent/parse/text.h"
 #include "lib/util.h"
@@ -1348,31 +1349,6 @@ static void close_all_but(int a, int b)
 	syscall(SYS_close_range, hi + 1, ~0U, 0);
 }
 
-static int drop_to_user(const struct freq *q)
-{
-	for (int cap = 0; cap <= q->cap_last; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-			return -errno;
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-		return -errno;
-	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, q->gid, q->gid, q->gid) < 0 ||
-	    syscall(SYS_setresuid, q->uid, q->uid, q->uid) < 0)
-		return -errno;
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return -errno;
-	/* no other process of this uid (on the node) may ptrace the helper */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		return -errno;
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-	struct __user_cap_data_struct data[2];
-	if (syscall(SYS_capget, &hdr, data) < 0)
-		return -errno;
-	for (int i = 0; i < 2; i++)
-		if (data[i].effective || data[i].permitted || data[i].inheritable)
-			return -EPERM;
-	return 0;
-}
-
 static _Noreturn void helper_main(const struct freq *q, int chan, int pidfd)
 {
 	struct hctx h = { .chan = chan, .rq = q, .budget_end = now_ns() + (uint64_t)WORK_BUDGET_MS * 1000000ull };
@@ -1388,7 +1364,7 @@ static _Noreturn void helper_main(const struct freq *q, int chan, int pidfd)
 	umask(022);
 	struct rlimit core = { 0, 0 };
 	setrlimit(RLIMIT_CORE, &core);
-	int r = drop_to_user(q);
+	int r = bk_privs_drop(q->uid, q->gid, q->cap_last);
 	if (r < 0)
 		h_fail(&h, 503, "isolation_failed", "cannot drop privileges to the sandbox user: %s", strerror(-r));
 	/* after the uid change (which clears it): die with the agent thread */
@@ -2087,7 +2063,7 @@ static char *run_op(struct bk_agent *a, const struct bk_pod *pod, enum fop op, c
 		if (r == -ETIMEDOUT) {
 			out = bk_api_error(504, "timeout", "%s", res.err);
 		} else if (r < 0) {
-			log_error("file_helper", "%s for pod %s/%s: %s", op_names[op], pod->pod_namespace, pod->pod_name,
+			log_errorf("file_helper", "%s for pod %s/%s: %s", op_names[op], pod->pod_namespace, pod->pod_name,
 				  res.err);
 			out = bk_api_error(500, "helper_failed", "%s", res.err);
 		} else {

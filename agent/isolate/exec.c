@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/isolate/exec.h"
 #include "agent/isolate/landlock.h"
+#include "agent/isolate/privs.h"
 #include "agent/isolate/recover.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -143,7 +144,7 @@ static int netns_make(struct bk_engine *e)
 	int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	int saved = errno;
 	if (setns(e->self_netns, CLONE_NEWNET) < 0) {
-		log_error("netns_restore", "cannot return to the agent's network namespace: %s", strerror(errno));
+		log_errorf("netns_restore", "cannot return to the agent's network namespace: %s", strerror(errno));
 		abort(); /* never serve from a thread in the wrong netns */
 	}
 	if (fd < 0)
@@ -325,7 +326,7 @@ static int pod_addrs(struct bk_engine *e, const struct bk_pod *pod, struct bk_fi
 	unsigned char a[BK_MAX_LOCALS][16];
 	int n = bk_netns_addrs(a, BK_MAX_LOCALS);
 	if (setns(e->self_netns, CLONE_NEWNET) < 0) {
-		log_error("netns_restore", "cannot return to the agent's network namespace: %s", strerror(errno));
+		log_errorf("netns_restore", "cannot return to the agent's network namespace: %s", strerror(errno));
 		abort();
 	}
 	for (int i = 0; i < n; i++)
@@ -444,30 +445,12 @@ static int write0(int fd)
 	return write(fd, "0", 1) == 1 ? 0 : -errno;
 }
 
-static int drop_privileges(const struct child_args *a)
-{
-	for (int cap = 0; cap <= a->cap_last; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-			return -errno;
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-		return -errno;
-	/* Raw syscalls, not glibc's: in a clone3() child of a multi-threaded
-	 * process glibc would broadcast the id change to threads that do not
-	 * exist here (and wait for them). */
-	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0 ||
-	    syscall(SYS_setresuid, a->uid, a->uid, a->uid) < 0)
-		return -errno;
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return -errno;
-	return 0;
-}
-
 /* The monitor: parent of the command, unprivileged, holds no descriptor,
  * exits with the command's status. */
 static _Noreturn void monitor(const struct child_args *a, pid_t cmd)
 {
 	syscall(SYS_close_range, 0, ~0U, 0);
-	if (drop_privileges(a) < 0) {
+	if (bk_privs_drop(a->uid, a->gid, a->cap_last) < 0) {
 		kill(cmd, SIGKILL);
 		_exit(127);
 	}
@@ -541,19 +524,12 @@ static _Noreturn void child_main(const struct child_args *a)
 	struct rlimit nofile = { 1024, 1024 }, core = { 0, 0 };
 	if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
 		child_fail(a, "container", "cannot set rlimits", errno);
-	int dr = drop_privileges(a);
+	int dr = bk_privs_drop(a->uid, a->gid, a->cap_last);
 	if (dr < 0)
 		child_fail(a, "container", "cannot drop privileges to the sandbox user", -dr);
 	/* the kernel's execute allowlist (no_new_privs is set above) */
 	if (a->landlock_fd >= 0 && (dr = bk_landlock_apply(a->landlock_fd)) < 0)
 		child_fail(a, "landlock", "cannot apply the Landlock execute allowlist", -dr);
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-	struct __user_cap_data_struct data[2];
-	if (syscall(SYS_capget, &hdr, data) < 0)
-		child_fail(a, "container", "cannot read capabilities", errno);
-	for (int i = 0; i < 2; i++)
-		if (data[i].effective || data[i].permitted || data[i].inheritable)
-			child_fail(a, "container", "capabilities survived the switch to the sandbox user", EPERM);
 	if (chdir(a->cwd) < 0)
 		child_fail(a, "container", "cannot change to the working directory", errno);
 	if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
@@ -745,7 +721,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	if (setns(e->self_pidns, CLONE_NEWPID) < 0) {
 		/* cannot happen for our own namespace; never spawn from a
 		 * thread whose pid_for_children is wrong */
-		log_error("pidns_restore", "cannot return to the agent's pid namespace: %s", strerror(errno));
+		log_errorf("pidns_restore", "cannot return to the agent's pid namespace: %s", strerror(errno));
 		abort();
 	}
 	if (pid < 0) {
@@ -896,7 +872,7 @@ out:
 	if (cg.v2[0]) {
 		int kr = bk_exec_cg_kill(&cg, 5000);
 		if (kr < 0)
-			log_error("exec_cleanup", "exec %s: processes survive in %s: %s", res->exec_id, cg.v2, strerror(-kr));
+			log_errorf("exec_cleanup", "exec %s: processes survive in %s: %s", res->exec_id, cg.v2, strerror(-kr));
 	}
 	drain_events(e);
 	if (slotted)
@@ -912,7 +888,7 @@ out:
 		bk_filter_detach(e->filter, &att);
 	int dr = bk_exec_cg_destroy(&cg);
 	if (dr < 0)
-		log_error("exec_cleanup", "exec %s: cannot remove its cgroups (left for the next agent start): %s",
+		log_errorf("exec_cleanup", "exec %s: cannot remove its cgroups (left for the next agent start): %s",
 			  res->exec_id, strerror(-dr));
 	else if (recorded)
 		bk_exec_state_remove(c, res->exec_id);

@@ -134,7 +134,7 @@ static int recover_state_files(struct bk_engine *e)
 			bk_log_obj(r < 0 ? "error" : "warn", "recovered_exec", f);
 			n++;
 		} else {
-			log_error("recovered_exec", "ignoring malformed state record %s", de->d_name);
+			log_errorf("recovered_exec", "ignoring malformed state record %s", de->d_name);
 		}
 		cJSON_Delete(o);
 		unlink(p);
@@ -186,7 +186,7 @@ static void recover_pins(struct bk_engine *e)
 							if (cg_path_ok(path, e->mounts.v2)) {
 								kill_and_remove(path, "", "");
 								killed = true;
-								log_warn("recovered_exec", "killed unrecorded exec in %s", path);
+								log_warnf("recovered_exec", "killed unrecorded exec in %s", path);
 							}
 						}
 						close(cfd);

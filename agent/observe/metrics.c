@@ -201,7 +201,7 @@ int bk_metrics_start(struct bk_agent *a, const char *addr, char *err, size_t err
 		return -EADDRINUSE;
 	}
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(mhd, MHD_DAEMON_INFO_BIND_PORT);
-	log_info("metrics", "metrics and readiness on http://%s:%u/metrics and /readyz", host,
+	log_infof("metrics", "metrics and readiness on http://%s:%u/metrics and /readyz", host,
 		 di ? di->port : (unsigned)port);
 	return 0;
 }

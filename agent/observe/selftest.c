@@ -228,12 +228,12 @@ int bk_selftest_run(struct bk_agent *a)
 		a->selftest_last_ok = (int64_t)time(NULL);
 		a->node_safe = 1;
 		if (!was)
-			log_info("selftest", "node self-test passed: execs are served");
+			log_infof("selftest", "node self-test passed: execs are served");
 	} else {
 		__atomic_add_fetch(&a->selftest_failures, 1, __ATOMIC_RELAXED);
 		snprintf(a->selftest_error, sizeof(a->selftest_error), "%s", err);
 		a->node_safe = 0;
-		log_error("selftest", "node self-test FAILED, node marked unsafe, execs refused: %s", err);
+		log_errorf("selftest", "node self-test FAILED, node marked unsafe, execs refused: %s", err);
 	}
 	return r;
 }

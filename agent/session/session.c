@@ -197,7 +197,7 @@ static int load(const struct bk_agent *a, const char *pod_uid, struct session *s
 	    !text_ok(id->valuestring, BK_SESSION_ID_MAX, true) || !cJSON_IsNumber(gen) ||
 	    parse_allowed(cJSON_GetObjectItemCaseSensitive(o, "allowed_commands"), &allowed)) {
 		cJSON_Delete(o);
-		log_warn("session_state", "ignoring the malformed session state file %s", path);
+		log_warnf("session_state", "ignoring the malformed session state file %s", path);
 		return -EINVAL;
 	}
 	memset(s, 0, sizeof(*s));
@@ -434,7 +434,7 @@ char *bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const c
 		cJSON_AddStringToObject(f, "error", err);
 	bk_log_obj(out ? "warn" : "info", "session_configured", f);
 	if (pr < 0)
-		log_warn("session_state", "cannot persist the session of pod %s: %s", pod->pod_uid, strerror(-pr));
+		log_warnf("session_state", "cannot persist the session of pod %s: %s", pod->pod_uid, strerror(-pr));
 	if (out)
 		return out;
 	if (!s)

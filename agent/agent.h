@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The agent's state: configuration, the isolation engine, counters. One
+ * struct, owned by main.c; the rooms below read and count into it. This
+ * header holds the struct only (no functions), so including it never ties a
+ * room to the code above it. */
+#pragma once
+#include <pthread.h>
+#include <stdint.h>
+
+#include "agent/isolate/exec.h"
+
+#define BK_HIST_BUCKETS 12
+#define BK_MAX_DENY_SERIES 256
+
+struct bk_deny_series {
+	char pod[128];
+	char ns[128];
+	char reason[24];
+	uint64_t count;
+};
+
+struct bk_agent {
+	struct bk_config cfg;
+	struct bk_engine engine;
+	uint64_t start_ns;
+	/* counters (atomic) */
+	uint64_t requests, refused_callers, execs_ok, execs_failed, execs_timeout, execs_refused_unsafe;
+	uint64_t layer_failures[6]; /* cgroup, bpf, netns, container, exec, other */
+	/* exec duration histogram (seconds) */
+	uint64_t hist[BK_HIST_BUCKETS + 1];
+	double hist_sum;
+	/* node self-test */
+	volatile int node_safe;
+	uint64_t selftest_runs, selftest_failures;
+	int64_t selftest_last_ok; /* unix seconds, 0 = never */
+	char selftest_error[512];
+	/* denials by sandbox and reason */
+	pthread_mutex_t stats_lock;
+	struct bk_deny_series deny[BK_MAX_DENY_SERIES];
+	int n_deny;
+};
+
+extern const double bk_hist_bounds[BK_HIST_BUCKETS];
+

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "agent/isolate/privs.h"
+#include "lib/util.h"
+
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+int bk_privs_drop(uid_t uid, gid_t gid, int cap_last)
+{
+	if (uid == 0 || gid == 0)
+		return -EPERM;
+	if (cap_last < 0 || cap_last > 63)
+		cap_last = 63;
+	for (int cap = 0; cap <= cap_last; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return -errno;
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		return -errno;
+	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 ||
+	    syscall(SYS_setresuid, uid, uid, uid) < 0)
+		return -errno;
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+	if (syscall(SYS_getresuid, &ru, &eu, &su) < 0 || syscall(SYS_getresgid, &rg, &eg, &sg) < 0)
+		return -errno;
+	if (ru != uid || eu != uid || su != uid || rg != gid || eg != gid || sg != gid)
+		return -EPERM;
+	long ng = syscall(SYS_getgroups, 0, NULL);
+	if (ng != 0)
+		return ng < 0 ? -errno : -EPERM;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -errno;
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return -errno;
+	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+		return -EPERM;
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return -errno;
+	for (int i = 0; i < 2; i++)
+		if (data[i].effective || data[i].permitted || data[i].inheritable)
+			return -EPERM;
+	for (int cap = 0; cap <= cap_last; cap++) {
+		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0)
+			return -EPERM;
+		if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0) > 0)
+			return -EPERM;
+	}
+	return 0;
+}
