@@ -7,7 +7,8 @@
 #pragma once
 #include <limits.h>
 
-#include "agent/session/run.h"
+#include "agent/agent.h"
+#include "agent/session/exec_args.h"
 
 struct bk_allowlist {
 	bool active;          /* the session restricts commands */
