@@ -273,9 +273,9 @@ int bk_sock_create(struct bpf_sock *sk)
 	else if ((sk->protocol == IPPROTO_ICMP || sk->protocol == IPPROTO_ICMPV6) && !(p->flags & BK_POL_ALLOW_ICMP))
 		r = BK_R_ICMP;
 	if (r == BK_R_NONE)
-		return 1;
+		return BK_VERDICT_PASS;
 	emit(cgid, r, BK_H_SOCK_CREATE, sk->family, sk->protocol, 0, 0, 0);
-	return 0;
+	return BK_VERDICT_REJECT;
 }
 
 static __always_inline int sock_addr4(struct bpf_sock_addr *ctx, __u8 hook)
@@ -287,9 +287,9 @@ static __always_inline int sock_addr4(struct bpf_sock_addr *ctx, __u8 hook)
 	__u8 proto = ctx->protocol;
 	__u32 r = decide4(p, cgid, dst, proto, port);
 	if (r == BK_R_NONE)
-		return 1;
+		return BK_VERDICT_PASS;
 	emit(cgid, r, hook, AF_INET_, proto, port, (const __u8 *)&dst, 4);
-	return 0;
+	return BK_VERDICT_REJECT;
 }
 
 static __always_inline int sock_addr6(struct bpf_sock_addr *ctx, __u8 hook)
@@ -305,9 +305,9 @@ static __always_inline int sock_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 	__u8 proto = ctx->protocol;
 	__u32 r = decide6(p, cgid, dst, proto, port);
 	if (r == BK_R_NONE)
-		return 1;
+		return BK_VERDICT_PASS;
 	emit(cgid, r, hook, AF_INET6_, proto, port, (const __u8 *)dst, 16);
-	return 0;
+	return BK_VERDICT_REJECT;
 }
 
 SEC("cgroup/connect4")
@@ -343,28 +343,28 @@ int bk_egress(struct __sk_buff *skb)
 	if (skb->protocol == bpf_htons(ETH_P_IP)) {
 		struct iphdr ip;
 		if (bpf_skb_load_bytes(skb, 0, &ip, sizeof(ip)) < 0)
-			return 0;
+			return BK_VERDICT_REJECT;
 		__u16 port = l4_dport(skb, ip.ihl * 4, ip.protocol);
 		r = decide4(p, cgid, ip.daddr, ip.protocol, port);
 		if (r == BK_R_NONE)
-			return 1;
+			return BK_VERDICT_PASS;
 		__u32 d = ip.daddr;
 		emit(cgid, r, BK_H_EGRESS, AF_INET_, ip.protocol, port, (const __u8 *)&d, 4);
-		return 0;
+		return BK_VERDICT_REJECT;
 	}
 	if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr ip6;
 		if (bpf_skb_load_bytes(skb, 0, &ip6, sizeof(ip6)) < 0)
-			return 0;
+			return BK_VERDICT_REJECT;
 		__u32 d[4];
 		__builtin_memcpy(d, &ip6.daddr, 16);
 		__u16 port = l4_dport(skb, sizeof(ip6), ip6.nexthdr);
 		r = decide6(p, cgid, d, ip6.nexthdr, port);
 		if (r == BK_R_NONE)
-			return 1;
+			return BK_VERDICT_PASS;
 		emit(cgid, r, BK_H_EGRESS, AF_INET6_, ip6.nexthdr, port, (const __u8 *)d, 16);
-		return 0;
+		return BK_VERDICT_REJECT;
 	}
 	/* Neither IPv4 nor IPv6 from an exec cgroup: nothing an exec needs. */
-	return p && (p->flags & BK_POL_ALLOW_LOOPBACK) ? 1 : 0;
+	return p && (p->flags & BK_POL_ALLOW_LOOPBACK) ? BK_VERDICT_PASS : BK_VERDICT_REJECT;
 }

@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0) */
-/* One header shared by the BPF object and the agent: map key/value layouts,
- * event records, policy flags and the stable denial reason codes. */
+/* bpf/ — the egress filter, one object:
+ *   egress.bpf.c  the programs (sock_create, connect4/6, sendmsg4/6,
+ *                 cgroup_skb/egress) and their maps
+ *   egress.h      this header, shared by the BPF object and the agent: map
+ *                 key/value layouts, event records, policy flags, the named
+ *                 verdicts and the stable denial reason codes
+ * The agent embeds the object as a skeleton (build/boxkite.skel.h). */
 #ifndef BK_SHARED_H
 #define BK_SHARED_H
 
@@ -10,6 +15,12 @@
 #define BK_MAX_RULES 4096
 #define BK_PORT_RANGES 16
 #define BK_EVENTS_PER_SEC 64 /* per exec cgroup; the rest are counted, not sent */
+
+/* Verdicts of the cgroup hooks (Cilium's SYS_PROCEED / SYS_REJECT): the
+ * socket hooks' REJECT is EPERM at once for the caller; the egress hook's
+ * drops the packet (the backstop for what bypassed the socket hooks). */
+#define BK_VERDICT_PASS 1
+#define BK_VERDICT_REJECT 0
 
 /* bk_policy value flags */
 #define BK_POL_ALLOW_LOOPBACK (1u << 0) /* only set when the exec has its own netns */

@@ -1,5 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Request handling: validated structs at the boundary, cJSON stays here. */
+/* agent/api/ — the API edge: the only code of the agent that touches JSON.
+ * Requests are validated into plain structs here and handed down; typed
+ * results come back up and become responses here.
+ *   api.c      the operation table (name, who may call it, pod op, tool)
+ *              and the dispatcher; /tool-call
+ *   reply.c    response envelopes and error bodies (one builder each)
+ *   exec.c     /exec: argument validation, the exec response and receipt
+ *   files.c    the file operations' arguments and responses
+ *   observe.c  /isolation, inspect, status and verify responses
+ *   session.c  /configure's arguments and response */
 #pragma once
 #include <cJSON.h>
 #include <stdarg.h>

@@ -1,0 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agent/ctl/ — boxkitectl, the operator's tool (a separate binary; it uses
+ * lib/ only, never the agent's rooms):
+ *   boxkitectl.c      the CLI: status, inspect, verify, exec, ready, sandbox
+ *                     create|delete|list; talks to the admin socket (root)
+ *   local/local.[ch]  local mode: sandbox pods run by runc in kubelet's
+ *                     cgroup layout with CRI annotations (no Kubernetes) */
+#pragma once
