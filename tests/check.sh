@@ -28,14 +28,18 @@ lane e2e-asan env BK_BIN="$PWD/build/san" tests/run-e2e.sh
 [ -x tests/valgrind.sh ] && lane valgrind env BK_BIN="$PWD/build" tests/valgrind.sh
 [ -x tests/fuzz/run.sh ] && lane fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-5}" tests/fuzz/run.sh
 
-# Count: "ok -"/"not ok -" lines (TAP style) and cmocka's per-test lines.
+# Count: "ok -"/"not ok -" lines (TAP style) and cmocka's per-test lines;
+# "skip -" lines (a check that could not run here) are counted apart, never
+# as passes.
 pass=$(cat "$R"/*.txt | grep -cE '^ok - |^\[       OK \] ')
 failc=$(cat "$R"/*.txt | grep -E '^not ok - |^\[  FAILED  \] ' | grep -vc 'test(s)')
+skipc=$(cat "$R"/*.txt | grep -E '^skip - |^\[  SKIPPED \] ' | grep -vc 'test(s)')
 echo
 for f in "$R"/*.txt; do
-	printf '%-12s %4d passed, %d failed\n' "$(basename "$f" .txt)" \
-		"$(grep -cE '^ok - |^\[       OK \] ' "$f")" "$(grep -E '^not ok - |^\[  FAILED  \] ' "$f" | grep -vc 'test(s)')"
+	printf '%-12s %4d passed, %d failed, %d skipped\n' "$(basename "$f" .txt)" \
+		"$(grep -cE '^ok - |^\[       OK \] ' "$f")" "$(grep -E '^not ok - |^\[  FAILED  \] ' "$f" | grep -vc 'test(s)')" \
+		"$(grep -E '^skip - |^\[  SKIPPED \] ' "$f" | grep -vc 'test(s)')"
 done
 [ "$failc" -eq 0 ] || status=1
-echo "$pass passed, $failc failed"
+echo "$pass passed, $failc failed, $skipc skipped"
 exit $status
