@@ -59,12 +59,8 @@ static void *conn_main(void *arg)
 			__atomic_add_fetch(&agent.refused_callers, 1, __ATOMIC_RELAXED);
 			log_warnf("caller_refused", "%s", why);
 		} else {
-			cJSON *f = cJSON_CreateObject();
-			cJSON_AddStringToObject(f, "pod", pod.pod_name);
-			cJSON_AddStringToObject(f, "namespace", pod.pod_namespace);
-			cJSON_AddStringToObject(f, "pod_uid", pod.pod_uid);
-			cJSON_AddNumberToObject(f, "pid", pod.caller_pid);
-			bk_log_obj("info", "caller_identified", f);
+			log_info("caller_identified", LS("pod", pod.pod_name), LS("namespace", pod.pod_namespace),
+				 LS("pod_uid", pod.pod_uid), LI("pid", pod.caller_pid));
 		}
 	} else {
 		struct ucred cr;
@@ -137,10 +133,11 @@ static void usage(FILE *f)
 		   "                     [--check-config]\n");
 }
 
-int main(int argc, char **argv)
+/* Flags and the config file into agent.cfg; returns -1 to go on, else the
+ * exit status. The config file is read first, flags override it. */
+static int parse_args(int argc, char **argv, bool *check_only)
 {
 	struct bk_config *c = &agent.cfg;
-	bk_config_defaults(c);
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },     { "socket", required_argument, NULL, 's' },
 		{ "admin-socket", required_argument, NULL, 'a' }, { "state-dir", required_argument, NULL, 'd' },
@@ -149,7 +146,6 @@ int main(int argc, char **argv)
 		{ "check-config", no_argument, NULL, 'C' },
 		{ 0 },
 	};
-	/* the config file first, flags override it */
 	char err[512] = "";
 	for (int i = 1; i < argc - 1; i++)
 		if (streq(argv[i], "--config") && bk_config_load(c, argv[i + 1], err, sizeof(err)) < 0) {
@@ -157,7 +153,6 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	int o, nroots = 0;
-	bool check_only = false;
 	char roots[BK_MAX_ROOTS][256];
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		const char *v = optarg;
@@ -176,7 +171,7 @@ int main(int argc, char **argv)
 			snprintf(roots[nroots++], sizeof(roots[0]), "%s", v);
 			break;
 		case 'h': usage(stdout); return 0;
-		case 'C': check_only = true; break;
+		case 'C': *check_only = true; break;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -191,6 +186,124 @@ int main(int argc, char **argv)
 		strcpy(c->runtime_roots[c->n_roots++], "/run/containerd/runc/k8s.io");
 		strcpy(c->runtime_roots[c->n_roots++], "/run/runc");
 	}
+	return -1;
+}
+
+/* /proc/PID/cgroup paths are relative to the reader's cgroup namespace. A
+ * containerized agent (hostPID) joins the host's, so that every path it
+ * reads maps onto the host hierarchy it mounted. */
+static int join_host_cgroupns(void)
+{
+	struct stat self_cg, init_cg;
+	if (stat("/proc/self/ns/cgroup", &self_cg) < 0 || stat("/proc/1/ns/cgroup", &init_cg) < 0 ||
+	    self_cg.st_ino == init_cg.st_ino)
+		return 0;
+	_cleanup_close_ int cfd = open("/proc/1/ns/cgroup", O_RDONLY | O_CLOEXEC);
+	if (cfd < 0 || setns(cfd, CLONE_NEWCGROUP) < 0)
+		return -errno;
+	return 0;
+}
+
+/* One agent per set of pins: a second one would unpin and "recover" the
+ * first one's live execs. An abstract socket is released by the kernel
+ * when its owner dies, even by SIGKILL. The fd stays open for life. */
+static int take_pin_lock(const char *bpffs)
+{
+	int lock_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un la = { .sun_family = AF_UNIX };
+	int ll = snprintf(la.sun_path + 1, sizeof(la.sun_path) - 1, "boxkite-agent:%s", bpffs);
+	if (lock_fd < 0 ||
+	    bind(lock_fd, (struct sockaddr *)&la, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + ll)) < 0)
+		return -1;
+	return lock_fd;
+}
+
+static void log_startup_warnings(const struct bk_config *c)
+{
+	for (int i = 0; i < c->policy.n; i++)
+		for (int k = 0; k < c->policy.prof[i].n_over; k++) {
+			char cidr[64];
+			bk_cidr_format(&c->policy.prof[i].overrides[k], cidr, sizeof(cidr));
+			log_warn("deny_override", LS("profile", c->policy.prof[i].name), LS("cidr", cidr),
+				 LS("msg", "operator override: this deny-set entry is not denied for this profile"));
+		}
+	if (!c->layer_netns || !c->layer_bpf || !c->layer_landlock)
+		log_warnf("layer_disabled", "UNSAFE: layers turned off by configuration: netns=%s bpf=%s landlock=%s",
+			  c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off", c->layer_landlock ? "on" : "off");
+}
+
+/* One detached thread per connection, at most MAX_CONNS at once. */
+static void accept_one(int lfd, enum bk_caller_kind kind)
+{
+	int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (cfd < 0)
+		return;
+	pthread_mutex_lock(&conns_lock);
+	bool full = active_conns >= MAX_CONNS;
+	if (!full)
+		active_conns++;
+	pthread_mutex_unlock(&conns_lock);
+	if (full) {
+		send_text(cfd, bk_api_error(429, "too_many_connections", "the agent is at its connection limit"));
+		close(cfd);
+		return;
+	}
+	struct conn *cn = malloc(sizeof(*cn));
+	pthread_t th;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (!cn || (cn->fd = cfd, cn->kind = kind, pthread_create(&th, &at, conn_main, cn)) != 0) {
+		free(cn);
+		close(cfd);
+		pthread_mutex_lock(&conns_lock);
+		active_conns--;
+		pthread_mutex_unlock(&conns_lock);
+	}
+	pthread_attr_destroy(&at);
+}
+
+/* The accept loop, until SIGTERM/SIGINT arrives on sfd. */
+static void serve(int lfd, int afd, int sfd)
+{
+	for (;;) {
+		struct pollfd pf[3] = { { .fd = lfd, .events = POLLIN }, { .fd = afd, .events = POLLIN },
+					{ .fd = sfd, .events = POLLIN } };
+		if (poll(pf, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		if (pf[2].revents & POLLIN)
+			return;
+		if (pf[0].revents & POLLIN)
+			accept_one(lfd, BK_CALLER_SHIM);
+		if (pf[1].revents & POLLIN)
+			accept_one(afd, BK_CALLER_ADMIN);
+	}
+}
+
+/* In-flight requests finish (an exec is bounded by its timeout). */
+static void drain(void)
+{
+	for (int i = 0; i < 36000; i++) {
+		pthread_mutex_lock(&conns_lock);
+		int n = active_conns;
+		pthread_mutex_unlock(&conns_lock);
+		if (n == 0 || agent.engine.live == 0)
+			break;
+		usleep(10000);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct bk_config *c = &agent.cfg;
+	bk_config_defaults(c);
+	bool check_only = false;
+	int r = parse_args(argc, argv, &check_only);
+	if (r >= 0)
+		return r;
 	if (check_only) {
 		/* the config parsed above (errors exit earlier): say what it means */
 		printf("config ok: %d profile(s), default \"%s\", layers netns=%s bpf=%s\n", c->policy.n,
@@ -210,58 +323,32 @@ int main(int argc, char **argv)
 	int sfd = signalfd(-1, &ss, SFD_CLOEXEC);
 
 	agent.start_ns = now_ns();
-	/* /proc/PID/cgroup paths are relative to the reader's cgroup
-	 * namespace. A containerized agent (hostPID) joins the host's, so that
-	 * every path it reads maps onto the host hierarchy it mounted. */
-	struct stat self_cg, init_cg;
-	if (stat("/proc/self/ns/cgroup", &self_cg) == 0 && stat("/proc/1/ns/cgroup", &init_cg) == 0 &&
-	    self_cg.st_ino != init_cg.st_ino) {
-		int cfd = open("/proc/1/ns/cgroup", O_RDONLY | O_CLOEXEC);
-		if (cfd < 0 || setns(cfd, CLONE_NEWCGROUP) < 0) {
-			fprintf(stderr, "boxkite-agent: cannot join the host cgroup namespace (needs hostPID and CAP_SYS_ADMIN): %s\n",
-				strerror(errno));
-			return 1;
-		}
-		close(cfd);
+	if ((r = join_host_cgroupns()) < 0) {
+		fprintf(stderr, "boxkite-agent: cannot join the host cgroup namespace (needs hostPID and CAP_SYS_ADMIN): %s\n",
+			strerror(-r));
+		return 1;
 	}
-	/* One agent per set of pins: a second one would unpin and "recover"
-	 * the first one's live execs. An abstract socket is released by the
-	 * kernel when its owner dies, even by SIGKILL. */
-	int lock_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_un la = { .sun_family = AF_UNIX };
-	int ll = snprintf(la.sun_path + 1, sizeof(la.sun_path) - 1, "boxkite-agent:%s", c->bpffs);
-	if (lock_fd < 0 || bind(lock_fd, (struct sockaddr *)&la, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + ll)) < 0) {
+	if (take_pin_lock(c->bpffs) < 0) {
 		fprintf(stderr, "boxkite-agent: another boxkite-agent is running with pins in %s\n", c->bpffs);
 		return 1;
 	}
-	int r = mkdir_p(c->state_dir, 0700);
+	r = mkdir_p(c->state_dir, 0700);
 	if (r < 0) {
 		fprintf(stderr, "boxkite-agent: cannot create state dir %s: %s\n", c->state_dir, strerror(-r));
 		return 1;
 	}
+	char err[512] = "";
 	r = bk_engine_init(&agent.engine, c, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "boxkite-agent: refusing to start: %s\n", err);
 		bk_engine_fini(&agent.engine);
 		return 1;
 	}
-	for (int i = 0; i < c->policy.n; i++)
-		for (int k = 0; k < c->policy.prof[i].n_over; k++) {
-			char cidr[64];
-			bk_cidr_format(&c->policy.prof[i].overrides[k], cidr, sizeof(cidr));
-			cJSON *f = cJSON_CreateObject();
-			cJSON_AddStringToObject(f, "profile", c->policy.prof[i].name);
-			cJSON_AddStringToObject(f, "cidr", cidr);
-			cJSON_AddStringToObject(f, "msg", "operator override: this deny-set entry is not denied for this profile");
-			bk_log_obj("warn", "deny_override", f);
-		}
 	pthread_mutex_init(&agent.stats_lock, NULL);
+	log_startup_warnings(c);
 	int rec = bk_recover(&agent.engine);
 	if (rec > 0)
 		log_warnf("recovery", "killed and removed %d exec(s) a previous agent left behind", rec);
-	if (!c->layer_netns || !c->layer_bpf || !c->layer_landlock)
-		log_warnf("layer_disabled", "UNSAFE: layers turned off by configuration: netns=%s bpf=%s landlock=%s",
-			 c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off", c->layer_landlock ? "on" : "off");
 	/* the node is unsafe until the first self-test passed */
 	bk_selftest_run(&agent);
 	if (bk_selftest_start(&agent) < 0)
@@ -281,64 +368,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_infof("started", "boxkite-agent %s listening on %s (admin %s), bpffs %s", BK_VERSION, c->socket,
-		 c->admin_socket, c->bpffs);
-
-	for (;;) {
-		struct pollfd pf[3] = { { .fd = lfd, .events = POLLIN }, { .fd = afd, .events = POLLIN },
-					{ .fd = sfd, .events = POLLIN } };
-		if (poll(pf, 3, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (pf[2].revents & POLLIN)
-			break;
-		for (int i = 0; i < 2; i++) {
-			if (!(pf[i].revents & POLLIN))
-				continue;
-			int cfd = accept4(pf[i].fd, NULL, NULL, SOCK_CLOEXEC);
-			if (cfd < 0)
-				continue;
-			pthread_mutex_lock(&conns_lock);
-			bool full = active_conns >= MAX_CONNS;
-			if (!full)
-				active_conns++;
-			pthread_mutex_unlock(&conns_lock);
-			if (full) {
-				send_text(cfd, bk_api_error(429, "too_many_connections", "the agent is at its connection limit"));
-				close(cfd);
-				continue;
-			}
-			struct conn *cn = malloc(sizeof(*cn));
-			pthread_t th;
-			pthread_attr_t at;
-			pthread_attr_init(&at);
-			pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-			if (!cn || (cn->fd = cfd, cn->kind = i == 0 ? BK_CALLER_SHIM : BK_CALLER_ADMIN,
-				    pthread_create(&th, &at, conn_main, cn)) != 0) {
-				free(cn);
-				close(cfd);
-				pthread_mutex_lock(&conns_lock);
-				active_conns--;
-				pthread_mutex_unlock(&conns_lock);
-			}
-			pthread_attr_destroy(&at);
-		}
-	}
+		  c->admin_socket, c->bpffs);
+	serve(lfd, afd, sfd);
 	log_infof("stopping", "signal received: draining");
 	close(lfd);
 	close(afd);
 	unlink(c->socket);
 	unlink(c->admin_socket);
-	/* in-flight requests finish (an exec is bounded by its timeout) */
-	for (int i = 0; i < 36000; i++) {
-		pthread_mutex_lock(&conns_lock);
-		int n = active_conns;
-		pthread_mutex_unlock(&conns_lock);
-		if (n == 0 || agent.engine.live == 0)
-			break;
-		usleep(10000);
-	}
+	drain();
 	bk_metrics_stop();
 	bk_selftest_stop();
 	bk_engine_fini(&agent.engine);
