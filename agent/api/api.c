@@ -5,6 +5,8 @@
 #include "agent/observe/metrics.h"
 #include "agent/observe/observe.h"
 #include "agent/files/files.h"
+#include "agent/api/observe.h"
+#include "agent/api/session.h"
 #include "agent/session/session.h"
 #include "lib/log.h"
 #include "agent/parse/text.h"
@@ -484,9 +486,9 @@ static char *pod_op(struct bk_agent *a, const struct bk_pod *p, const char *o, c
 	if (streq(o, "identity"))
 		return bk_api_respond(200, identity_json(p));
 	if (streq(o, "isolation") || streq(o, "inspect"))
-		return bk_api_respond(200, bk_obs_pod_report(a, p));
+		return bk_api_inspect(a, p);
 	if (streq(o, "verify"))
-		return bk_obs_verify(a, p, args);
+		return bk_api_verify(a, p, args);
 	if (streq(o, "metrics")) {
 		char *txt = bk_metrics_text(a, p);
 		cJSON *b = cJSON_CreateObject();
@@ -501,7 +503,7 @@ static char *pod_op(struct bk_agent *a, const struct bk_pod *p, const char *o, c
 		return s2;
 	}
 	if (streq(o, "configure"))
-		return bk_session_configure(a, p, args);
+		return bk_api_configure(a, p, args);
 	if (streq(o, "tool_call"))
 		return bk_tool_call(a, p, args);
 	if (bk_files_is_op(o))
@@ -564,7 +566,7 @@ char *bk_api_handle(struct bk_agent *a, enum bk_caller_kind kind, const struct b
 			bk_pod_release(&p);
 		}
 	} else if (kind == BK_CALLER_ADMIN && streq(o, "status")) {
-		out = bk_api_respond(200, bk_obs_status(a));
+		out = bk_api_status(a);
 	} else {
 		/* default: reject anything unknown (bubblewrap's privileged-op rule) */
 		out = bk_api_error(404, "unknown_op", "unknown operation \"%.64s\"", o);
