@@ -9,7 +9,7 @@
 #include "lib/util.h"
 
 #define BK_LAYER_MAX 24
-#define BK_ERRMSG_MAX 512
+#define BK_ERRMSG_MAX 1024
 
 struct bk_error {
 	int r;                     /* negative errno, 0 = no error */

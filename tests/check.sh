@@ -17,6 +17,7 @@ lane() {
 }
 make --no-print-directory all unit-bins >/dev/null || { echo "build failed"; exit 1; }
 make --no-print-directory SANITIZE=1 all unit-bins >/dev/null || { echo "sanitizer build failed"; exit 1; }
+lane layout tests/layout/check.py
 lane unit tests/run-unit.sh build/tests/test-*
 lane unit-asan tests/run-unit.sh build/san/tests/test-*
 lane e2e env BK_BIN="$PWD/build" tests/run-e2e.sh

@@ -21,6 +21,9 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 /* Validation of /exec arguments alone (NULL when valid, else the error
  * response); for tests and fuzzing. */
 char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args);
+struct bk_refusal;
+/* The response to a refused exec (session/run.h). */
+char *bk_api_refusal(const struct bk_refusal *ref);
 /* {"detail": <formatted>, "code": code} */
 cJSON *bk_api_error_body(const char *code, const char *fmt, va_list ap);
 char *bk_api_error(int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

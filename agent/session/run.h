@@ -15,32 +15,7 @@
 #include <stdint.h>
 
 #include "agent/agent.h"
-#include "lib/err.h"
-
-#define BK_SECRETS_MAX 64
-
-/* A validated exec request (plain data; strings owned by the caller). */
-struct bk_exec_args {
-	const char *command;
-	uint32_t timeout;   /* seconds */
-	const char *cwd;    /* NULL: /workspace */
-	const char *secret_names[BK_SECRETS_MAX];
-	const char *secret_values[BK_SECRETS_MAX];
-	size_t nsecrets;
-	int client_fd;      /* the requester's connection (-1: none): its hang-up kills the exec */
-};
-
-/* Why an exec did not run. code is stable (node_unsafe, unknown_profile,
- * command_not_allowed, isolation_failed, out_of_memory); err.msg is the
- * whole human sentence; err.layer names the layer for isolation_failed;
- * reason is the allowlist parser's code for command_not_allowed (and
- * err.r is -EPERM for a refused command, -EINVAL for one that could not
- * be parsed). */
-struct bk_refusal {
-	const char *code;
-	char reason[32];
-	struct bk_error err;
-};
+#include "agent/session/exec_args.h"
 
 /* 0: the command ran (whatever its exit code); res holds output and
  * receipt (free with bk_exec_result_free). -1: it did not run; ref says

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* /exec (and the exec tool of /tool-call): JSON arguments validated into
+ * struct bk_exec_args, the exec bracket (session/run.c) runs it, and its
+ * typed result becomes the response: output redacted and made valid UTF-8,
+ * the isolation receipt, the denied connections. */
+#include "agent/api/api.h"
+#include "agent/parse/text.h"
+#include "agent/session/run.h"
+#include "lib/util.h"
+
+#include <limits.h>
+
+#define MAX_COMMAND (256u * 1024u)
+#define MAX_SECRET_BYTES (64u * 1024u)
+
+static bool env_name_ok(const char *n)
+{
+	if (!n[0] || strlen(n) > 128 || !((n[0] >= 'A' && n[0] <= 'Z') || (n[0] >= 'a' && n[0] <= 'z') || n[0] == '_'))
+		return false;
+	for (const char *p = n; *p; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+			return false;
+	/* the clean environment's own names and loader/shell hooks are not
+	 * for secret_env to set */
+	static const char *const reserved[] = { "PATH", "HOME", "LANG", "TERM", "ENV", "BASH_ENV", "IFS", "SHELL", NULL };
+	for (int i = 0; reserved[i]; i++)
+		if (streq(n, reserved[i]))
+			return false;
+	return !startswith(n, "LD_");
+}
+
+/* Validate the exec arguments. Returns NULL and fills ea, or an error
+ * response. */
+static char *parse_exec(const struct bk_config *c, const cJSON *args, struct bk_exec_args *ea)
+{
+	memset(ea, 0, sizeof(*ea));
+	ea->client_fd = -1;
+	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(args, "command");
+	if (!cJSON_IsString(cmd) || !cmd->valuestring[0])
+		return bk_api_error(400, "bad_request", "\"command\" must be a non-empty string");
+	if (strlen(cmd->valuestring) > MAX_COMMAND)
+		return bk_api_error(400, "bad_request", "\"command\" is longer than %u bytes", MAX_COMMAND);
+	ea->command = cmd->valuestring;
+	ea->timeout = c->timeout_default;
+	const cJSON *to = cJSON_GetObjectItemCaseSensitive(args, "timeout");
+	if (to && !cJSON_IsNull(to)) {
+		if (!cJSON_IsNumber(to) || to->valuedouble < 1 || to->valuedouble > c->timeout_max ||
+		    to->valuedouble != (double)(uint32_t)to->valuedouble)
+			return bk_api_error(400, "bad_request", "\"timeout\" must be an integer from 1 to %u seconds",
+					    c->timeout_max);
+		ea->timeout = (uint32_t)to->valuedouble;
+	}
+	const cJSON *cwd = cJSON_GetObjectItemCaseSensitive(args, "cwd");
+	if (cwd && !cJSON_IsNull(cwd)) {
+		if (!cJSON_IsString(cwd) || cwd->valuestring[0] != '/' || strlen(cwd->valuestring) > 4096)
+			return bk_api_error(400, "bad_request", "\"cwd\" must be an absolute path");
+		ea->cwd = cwd->valuestring;
+	}
+	const cJSON *se = cJSON_GetObjectItemCaseSensitive(args, "secret_env");
+	if (se && !cJSON_IsNull(se)) {
+		if (!cJSON_IsObject(se))
+			return bk_api_error(400, "bad_request", "\"secret_env\" must be an object of strings");
+		size_t total = 0;
+		const cJSON *it;
+		cJSON_ArrayForEach(it, se)
+		{
+			if (ea->nsecrets == BK_SECRETS_MAX)
+				return bk_api_error(400, "bad_request", "at most %d secret_env entries", BK_SECRETS_MAX);
+			if (!cJSON_IsString(it))
+				return bk_api_error(400, "bad_request", "secret_env values must be strings");
+			if (!env_name_ok(it->string))
+				return bk_api_error(400, "bad_request", "secret_env name \"%.64s\" is not allowed",
+						    it->string);
+			total += strlen(it->string) + strlen(it->valuestring);
+			if (total > MAX_SECRET_BYTES)
+				return bk_api_error(400, "bad_request", "secret_env is larger than %u bytes",
+						    MAX_SECRET_BYTES);
+			ea->secret_names[ea->nsecrets] = it->string;
+			ea->secret_values[ea->nsecrets] = it->valuestring;
+			ea->nsecrets++;
+		}
+	}
+	return NULL;
+}
+
+char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args)
+{
+	struct bk_exec_args ea;
+	return parse_exec(c, args, &ea);
+}
+
+static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_result *r)
+{
+	cJSON *iso = cJSON_CreateObject();
+	cJSON_AddStringToObject(iso, "netns", r->fresh_netns ? "fresh" : "pod");
+	cJSON_AddNumberToObject(iso, "netns_inode", (double)r->netns_inode);
+	cJSON *ifs = cJSON_AddArrayToObject(iso, "interfaces");
+	for (int i = 0; i < r->n_ifaces; i++)
+		cJSON_AddItemToArray(ifs, cJSON_CreateString(r->ifaces[i]));
+	cJSON_AddStringToObject(iso, "cgroup", r->cgroup);
+	cJSON_AddNumberToObject(iso, "cgroup_id", (double)r->cgroup_id);
+	if (r->cgroup_pids[0])
+		cJSON_AddStringToObject(iso, "cgroup_pids_v1", r->cgroup_pids);
+	if (r->cgroup_memory[0])
+		cJSON_AddStringToObject(iso, "cgroup_memory_v1", r->cgroup_memory);
+	cJSON *bpf = cJSON_AddArrayToObject(iso, "bpf");
+	for (int i = 0; i < r->n_progs; i++) {
+		cJSON *p = cJSON_CreateObject();
+		cJSON_AddStringToObject(p, "prog", r->progs[i].name);
+		cJSON_AddNumberToObject(p, "id", r->progs[i].id);
+		cJSON_AddStringToObject(p, "tag", r->progs[i].tag);
+		cJSON_AddItemToArray(bpf, p);
+	}
+	cJSON_AddBoolToObject(iso, "bpf_held_to_end", r->bpf_held);
+	cJSON_AddStringToObject(iso, "policy", r->policy);
+	cJSON_AddStringToObject(iso, "policy_digest", r->policy_digest);
+	cJSON *rules = cJSON_AddArrayToObject(iso, "policy_rules");
+	if (r->policy_rules) {
+		char *save = NULL, *txt = strdup(r->policy_rules);
+		for (char *l = txt ? strtok_r(txt, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
+			cJSON_AddItemToArray(rules, cJSON_CreateString(l));
+		free(txt);
+	}
+	cJSON_AddNumberToObject(iso, "pids_max", (double)r->pids_max);
+	cJSON_AddNumberToObject(iso, "memory_max", (double)r->memory_max);
+	cJSON_AddBoolToObject(iso, "landlock", r->landlock);
+	cJSON_AddNumberToObject(iso, "uid", r->uid);
+	cJSON_AddNumberToObject(iso, "gid", r->gid);
+	cJSON_AddBoolToObject(iso, "no_new_privs", true);
+	cJSON_AddNumberToObject(iso, "capabilities", 0);
+	(void)a;
+	return iso;
+}
+
+static cJSON *out_string(char *raw, size_t len, const struct bk_exec_args *ea, bool truncated)
+{
+	size_t l = len;
+	char *red = bk_redact(raw, &l, ea->secret_values, ea->nsecrets, truncated);
+	if (!red)
+		return cJSON_CreateString("");
+	size_t sl;
+	char *clean = bk_utf8_sanitize(red, l, &sl);
+	free(red);
+	cJSON *s = cJSON_CreateString(clean ? clean : "");
+	free(clean);
+	return s;
+}
+
+static cJSON *denied_json(const struct bk_exec_result *r)
+{
+	cJSON *den = cJSON_CreateArray();
+	for (int i = 0; i < r->n_denied; i++) {
+		const struct bk_denial *d = &r->denied[i];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "dst", d->dst);
+		cJSON_AddNumberToObject(o, "port", d->port);
+		cJSON_AddStringToObject(o, "proto", d->proto);
+		cJSON_AddStringToObject(o, "layer", "bpf");
+		cJSON_AddStringToObject(o, "reason", d->reason);
+		cJSON_AddNumberToObject(o, "pid", d->pid);
+		size_t cl;
+		char *comm = bk_utf8_sanitize(d->comm, strnlen(d->comm, sizeof(d->comm)), &cl);
+		cJSON_AddStringToObject(o, "comm", comm ? comm : "");
+		free(comm);
+		cJSON_AddItemToArray(den, o);
+	}
+	return den;
+}
+
+char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
+{
+	struct bk_exec_args ea;
+	char *err = parse_exec(&a->cfg, args, &ea);
+	if (err)
+		return err;
+	ea.client_fd = bk_api_client_fd;
+	_cleanup_free_ struct bk_exec_result *res = calloc(1, sizeof(*res));
+	if (!res)
+		return bk_api_error(503, "out_of_memory", "out of memory");
+	struct bk_refusal ref;
+	if (bk_session_exec(a, pod, &ea, res, &ref) < 0)
+		return bk_api_refusal(&ref);
+	cJSON *b = cJSON_CreateObject();
+	cJSON_AddNumberToObject(b, "exit_code", res->exit_code);
+	cJSON_AddItemToObject(b, "stdout", out_string(res->out, res->outlen, &ea, res->truncated));
+	cJSON_AddItemToObject(b, "stderr", out_string(res->err, res->errlen, &ea, res->truncated));
+	res->out = res->err = NULL; /* freed by out_string */
+	cJSON_AddBoolToObject(b, "timed_out", res->timed_out);
+	cJSON_AddBoolToObject(b, "truncated", res->truncated);
+	cJSON_AddNumberToObject(b, "duration_ms", res->duration_ms);
+	cJSON_AddStringToObject(b, "exec_id", res->exec_id);
+	cJSON_AddItemToObject(b, "isolation", isolation_json(a, res));
+	cJSON_AddItemToObject(b, "denied", denied_json(res));
+	cJSON_AddNumberToObject(b, "denied_total", (double)res->denied_total);
+	bk_exec_result_free(res);
+	return bk_api_respond(200, b);
+}

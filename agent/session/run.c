@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "agent/session/run.h"
+#include "agent/session/allowlist.h"
+#include "agent/session/session.h"
+#include "lib/log.h"
+
+#include <pthread.h>
+
+const double bk_hist_bounds[BK_HIST_BUCKETS] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+						  0.1,   0.25,   0.5,   1,    5,     30 };
+
+/* The clean environment: only what API.md lists, plus secret_env. */
+#define ENV_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+struct env {
+	char *v[BK_SECRETS_MAX + 5];
+	char *owned[BK_SECRETS_MAX];
+	size_t n;
+};
+
+static void env_build(struct env *e, const struct bk_exec_args *ea)
+{
+	memset(e, 0, sizeof(*e));
+	e->v[e->n++] = ENV_PATH;
+	e->v[e->n++] = "HOME=/workspace";
+	e->v[e->n++] = "LANG=C.UTF-8";
+	e->v[e->n++] = "TERM=dumb";
+	for (size_t i = 0; i < ea->nsecrets && i < BK_SECRETS_MAX; i++) {
+		if (asprintf(&e->owned[i], "%s=%s", ea->secret_names[i], ea->secret_values[i]) < 0)
+			e->owned[i] = NULL;
+		if (e->owned[i])
+			e->v[e->n++] = e->owned[i];
+	}
+	e->v[e->n] = NULL;
+}
+
+static void env_free(struct env *e)
+{
+	for (size_t i = 0; i < BK_SECRETS_MAX; i++)
+		free(e->owned[i]);
+}
+
+struct spawn_ctx {
+	struct bk_agent *a;
+	const char *pod_uid;
+};
+
+static void exec_spawned(void *ud)
+{
+	struct spawn_ctx *sc = ud;
+	bk_session_exec_spawned(sc->a, sc->pod_uid);
+}
+
+/* Denials by sandbox and reason, for the metrics: every sampled denial
+ * under its reason, the rest of the exact total as "unsampled". */
+static void count_denials(struct bk_agent *a, const struct bk_pod *p, const struct bk_exec_result *r)
+{
+	if (!r->denied_total)
+		return;
+	pthread_mutex_lock(&a->stats_lock);
+	uint64_t listed = 0;
+	for (int i = 0; i <= r->n_denied; i++) {
+		const char *reason = i < r->n_denied ? r->denied[i].reason : "unsampled";
+		uint64_t add = 1;
+		if (i == r->n_denied) {
+			add = r->denied_total > listed ? r->denied_total - listed : 0;
+			if (!add)
+				break;
+		}
+		listed += i < r->n_denied ? 1 : 0;
+		int k;
+		for (k = 0; k < a->n_deny; k++)
+			if (streq(a->deny[k].pod, p->pod_name) && streq(a->deny[k].ns, p->pod_namespace) &&
+			    streq(a->deny[k].reason, reason))
+				break;
+		if (k == a->n_deny) {
+			if (a->n_deny == BK_MAX_DENY_SERIES)
+				continue;
+			struct bk_deny_series *s = &a->deny[a->n_deny++];
+			snprintf(s->pod, sizeof(s->pod), "%s", p->pod_name);
+			snprintf(s->ns, sizeof(s->ns), "%s", p->pod_namespace);
+			snprintf(s->reason, sizeof(s->reason), "%s", reason);
+			s->count = 0;
+		}
+		a->deny[k].count += add;
+	}
+	pthread_mutex_unlock(&a->stats_lock);
+}
+
+static void count_outcome(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_result *res, int r)
+{
+	if (r < 0) {
+		__atomic_add_fetch(&a->execs_failed, 1, __ATOMIC_RELAXED);
+		static const char *const lay[] = { "cgroup", "bpf", "netns", "container", "exec" };
+		int li = 5;
+		for (int i = 0; i < 5; i++)
+			if (streq(res->layer, lay[i]))
+				li = i;
+		__atomic_add_fetch(&a->layer_failures[li], 1, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_add_fetch(res->timed_out ? &a->execs_timeout : &a->execs_ok, 1, __ATOMIC_RELAXED);
+	count_denials(a, pod, res);
+	pthread_mutex_lock(&a->stats_lock);
+	int bi = 0;
+	while (bi < BK_HIST_BUCKETS && res->duration_ms / 1000.0 > bk_hist_bounds[bi])
+		bi++;
+	a->hist[bi]++;
+	a->hist_sum += res->duration_ms / 1000.0;
+	pthread_mutex_unlock(&a->stats_lock);
+}
+
+/* The audit line of the exec, then one line per denied connection. */
+static void audit(const struct bk_pod *pod, const struct bk_exec_result *res, int r)
+{
+#define EXEC_HEAD                                                                                          \
+	LS("exec_id", res->exec_id), LS("pod", pod->pod_name), LS("namespace", pod->pod_namespace),          \
+		LS("pod_uid", pod->pod_uid), LD("duration_ms", res->duration_ms),                          \
+		LO("phases_us", LI("cgroup", res->t_us[0]), LI("bpf", res->t_us[1]), LI("spawn", res->t_us[2]), \
+		   LI("run", res->t_us[3]), LI("teardown", res->t_us[4]))
+	if (r < 0) {
+		log_warn("exec", EXEC_HEAD, LS("outcome", "isolation_failed"), LS("layer", res->layer),
+			 LS("error", res->error));
+		return;
+	}
+	log_info("exec", EXEC_HEAD,
+		 LS("outcome", res->requester_gone ? "requester_gone" : res->timed_out ? "timeout" : "completed"),
+		 LI("exit_code", res->exit_code), LS("netns", res->fresh_netns ? "fresh" : "pod"),
+		 LS("policy", res->policy), LB("bpf", res->n_progs == BK_NPROGS), LD("denied", res->denied_total));
+#undef EXEC_HEAD
+	for (int i = 0; i < res->n_denied; i++) {
+		const struct bk_denial *d = &res->denied[i];
+		log_info("denied", LS("exec_id", res->exec_id), LS("pod", pod->pod_name),
+			 LS("namespace", pod->pod_namespace), LS("dst", d->dst), LI("port", d->port), LS("proto", d->proto),
+			 LS("reason", d->reason));
+	}
+}
+
+int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
+		    struct bk_exec_result *res, struct bk_refusal *ref)
+{
+	memset(ref, 0, sizeof(*ref));
+	memset(res, 0, sizeof(*res));
+	if (!a->node_safe) {
+		__atomic_add_fetch(&a->execs_refused_unsafe, 1, __ATOMIC_RELAXED);
+		ref->code = "node_unsafe";
+		bk_fail(&ref->err, -EPERM, "",
+			"this node failed its isolation self-test and refuses execs until it passes again: %s",
+			a->selftest_error[0] ? a->selftest_error : "the self-test has not passed yet");
+		return -1;
+	}
+	char perr[256] = "";
+	const struct bk_profile *prof = bk_policy_select(&a->cfg.policy, pod->pod_namespace, pod->pod_name,
+							 pod->policy_annotation, perr, sizeof(perr));
+	if (!prof) {
+		ref->code = "unknown_profile";
+		bk_fail(&ref->err, -ENOENT, "", "%s; the command did not run", perr);
+		return -1;
+	}
+	/* from here until its process is in its cgroup, a /configure of this
+	 * pod waits for this exec (and one already running makes this wait) */
+	if (bk_session_exec_begin(a, pod->pod_uid) < 0) {
+		ref->code = "out_of_memory";
+		bk_fail(&ref->err, -ENOMEM, "", "no room to track this exec's session");
+		return -1;
+	}
+	struct env env;
+	env_build(&env, ea);
+	struct bk_allowlist al;
+	if (bk_allowlist_check(a, pod, ea, env.v[0] + 5, &al, ref) < 0) {
+		bk_session_exec_spawned(a, pod->pod_uid);
+		env_free(&env);
+		return -1;
+	}
+	struct spawn_ctx sc = { .a = a, .pod_uid = pod->pod_uid };
+	struct bk_exec_req req = {
+		.command = ea->command, .timeout_s = ea->timeout, .cwd = ea->cwd, .env = env.v,
+		.out_cap = a->cfg.output_cap, .profile = prof, .client_fd = ea->client_fd,
+		.landlock_fd = al.landlock_fd, .spawned = exec_spawned, .spawned_ud = &sc,
+	};
+	int r = bk_exec_run(&a->engine, pod, &req, res);
+	bk_allowlist_free(&al);
+	env_free(&env);
+	count_outcome(a, pod, res, r);
+	audit(pod, res, r);
+	if (r < 0) {
+		ref->code = "isolation_failed";
+		bk_fail(&ref->err, r, res->layer,
+			"isolation could not be established (layer %s): %s; the command did not run", res->layer,
+			res->error);
+		bk_exec_result_free(res);
+		return -1;
+	}
+	return 0;
+}
