@@ -59,7 +59,7 @@ static char *op_report(struct bk_agent *a, const struct bk_pod *p, const char *o
 
 static char *op_verify(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
 {
-	return bk_api_verify(a, p, args);
+	return bk_api_verify(a, p, args, bk_api_client_fd);
 }
 
 static char *op_metrics(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)

@@ -2,12 +2,9 @@
 /* Keys, their order and their types are the wire format (API.md, and
  * boxkitectl reads them): each builder follows its report field by field. */
 #include "agent/api/observe.h"
+#include "agent/api/api.h"
 #include "agent/observe/observe.h"
-#include "agent/parse/target.h"
-#include "lib/log.h"
 #include "lib/util.h"
-
-#include <arpa/inet.h>
 
 /* ---- inspect / isolation ------------------------------------------------------------ */
 
@@ -210,161 +207,50 @@ char *bk_api_status(struct bk_agent *a)
 	return bk_api_respond(200, b);
 }
 
-/* ---- verify ---------------------------------------------------------------------- */
+/* ---- verify ---------------------------------------------------------------------------- */
 
-static const char VERIFY_PY[] =
-	"import errno, socket, sys, time\n"
-	"time.sleep(float(sys.argv[1]))\n"
-	"print('IFACES ' + ','.join(n for _, n in socket.if_nameindex()), flush=True)\n"
-	"for spec in sys.argv[2:]:\n"
-	"    name, fam, addr, port = spec.split(',')\n"
-	"    s = socket.socket(socket.AF_INET6 if fam == '6' else socket.AF_INET)\n"
-	"    s.settimeout(3)\n"
-	"    t0 = time.monotonic()\n"
-	"    try:\n"
-	"        s.connect((addr, int(port))); r = 'connected'\n"
-	"    except socket.timeout:\n"
-	"        r = 'timeout'\n"
-	"    except OSError as e:\n"
-	"        r = errno.errorcode.get(e.errno, str(e.errno))\n"
-	"    print('PROBE %s %s %.2f' % (name, r, (time.monotonic() - t0) * 1000), flush=True)\n";
-
-char *bk_api_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *args)
+char *bk_api_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *args, int client_fd)
 {
 	double hold = 0;
 	const cJSON *h = cJSON_GetObjectItemCaseSensitive(args, "hold");
 	if (cJSON_IsNumber(h) && h->valuedouble >= 0 && h->valuedouble <= 60)
 		hold = h->valuedouble;
-	/* python3 -c SCRIPT HOLD name,fam,addr,port... through the normal exec path */
-	char cmd[8192];
-	size_t off = (size_t)snprintf(cmd, sizeof(cmd), "exec python3 -c \"$BK_VERIFY\" %.1f", hold);
-	/* a profile that allows egress is expected to reach public addresses:
-	 * the public probe is only meaningful (and only sent) under deny-all */
-	char perr[256];
-	const struct bk_profile *prof =
-		bk_policy_select(&a->cfg.policy, p->pod_namespace, p->pod_name, p->policy_annotation, perr, sizeof(perr));
-	int nprobe = prof && prof->n_allow > 0 ? 3 : 4;
-	for (int i = 0; i < nprobe; i++) {
-		int fam;
-		unsigned char ad[16];
-		uint16_t port;
-		char as[INET6_ADDRSTRLEN];
-		if (bk_parse_target(a->cfg.targets[i], &fam, ad, &port) < 0)
-			return bk_api_error(500, "bad_config", "verify target %s is not addr:port", bk_target_names[i]);
-		inet_ntop(fam, ad, as, sizeof(as));
-		off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " %s,%c,%s,%u", bk_target_names[i],
-					fam == AF_INET ? '4' : '6', as, port);
-	}
-	/* the script travels in the environment of this one exec (not a secret) */
-	cJSON *ea = cJSON_CreateObject();
-	cJSON_AddStringToObject(ea, "command", cmd);
-	cJSON_AddNumberToObject(ea, "timeout", 30 + (int)hold);
-	cJSON *env = cJSON_AddObjectToObject(ea, "secret_env");
-	cJSON_AddStringToObject(env, "BK_VERIFY", VERIFY_PY);
-	char *resp = bk_api_exec(a, p, ea);
-	cJSON_Delete(ea);
-	cJSON *r = resp ? cJSON_Parse(resp) : NULL;
-	free(resp);
-	const cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "status");
-	cJSON *body = cJSON_GetObjectItemCaseSensitive(r, "body");
+	struct bk_verify_result v;
+	struct bk_error err = { 0 };
+	if (bk_obs_verify(a, p, hold, client_fd, &v, &err) < 0)
+		return bk_api_error(500, "bad_config", "%s", err.msg);
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddStringToObject(out, "pod", p->pod_name);
 	cJSON_AddStringToObject(out, "namespace", p->pod_namespace);
-	if (!cJSON_IsNumber(st) || st->valueint != 200) {
+	if (!v.ran) {
 		/* the context itself could not be built: that is a failed verify */
 		cJSON_AddBoolToObject(out, "passed", false);
-		cJSON *det = cJSON_GetObjectItemCaseSensitive(body, "detail");
-		cJSON_AddStringToObject(out, "error", cJSON_IsString(det) ? det->valuestring : "exec failed");
-		cJSON_Delete(r);
+		cJSON_AddStringToObject(out, "error", v.error);
 		return bk_api_respond(200, out);
 	}
-	const cJSON *iso = cJSON_GetObjectItemCaseSensitive(body, "isolation");
-	const cJSON *stdout_ = cJSON_GetObjectItemCaseSensitive(body, "stdout");
-	const cJSON *denied = cJSON_GetObjectItemCaseSensitive(body, "denied");
-	bool fresh = streq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(iso, "netns")) ?: "", "fresh");
-	bool held = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(iso, "bpf_held_to_end"));
-	int nprogs = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(iso, "bpf"));
-	cJSON_AddStringToObject(out, "exec_id", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "exec_id")) ?: "");
-	cJSON_AddStringToObject(out, "policy", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(iso, "policy")) ?: "");
-	bool passed = true;
+	cJSON_AddStringToObject(out, "exec_id", v.exec_id);
+	cJSON_AddStringToObject(out, "policy", v.policy);
 	cJSON *layers = cJSON_AddObjectToObject(out, "layers");
-	/* netns: what the command itself saw */
-	char ifaces[256] = "";
-	const char *so = cJSON_GetStringValue(stdout_) ?: "";
-	const char *il = strstr(so, "IFACES ");
-	if (il)
-		sscanf(il + 7, "%255s", ifaces);
 	cJSON *ln = cJSON_AddObjectToObject(layers, "netns");
-	cJSON_AddStringToObject(ln, "mode", fresh ? "fresh" : "pod");
-	cJSON_AddStringToObject(ln, "interfaces", ifaces);
-	bool netns_ok = !fresh || streq(ifaces, "lo");
-	cJSON_AddBoolToObject(ln, "held", netns_ok);
-	if (!netns_ok)
-		passed = false;
+	cJSON_AddStringToObject(ln, "mode", v.netns.fresh ? "fresh" : "pod");
+	cJSON_AddStringToObject(ln, "interfaces", v.netns.interfaces);
+	cJSON_AddBoolToObject(ln, "held", v.netns.held);
 	cJSON *lb = cJSON_AddObjectToObject(layers, "bpf");
-	cJSON_AddNumberToObject(lb, "programs_attached", nprogs);
-	cJSON_AddBoolToObject(lb, "held_to_end", held);
-	bool bpf_ok = nprogs == BK_NPROGS && held;
-	cJSON_AddBoolToObject(lb, "held", bpf_ok);
-	if (!bpf_ok)
-		passed = false;
+	cJSON_AddNumberToObject(lb, "programs_attached", v.bpf.programs_attached);
+	cJSON_AddBoolToObject(lb, "held_to_end", v.bpf.held_to_end);
+	cJSON_AddBoolToObject(lb, "held", v.bpf.held);
 	cJSON *probes = cJSON_AddArrayToObject(out, "probes");
-	for (int i = 0; i < 4; i++) {
-		char key[64], res[32] = "missing";
-		if (i >= nprobe) {
-			cJSON *pj = cJSON_CreateObject();
-			cJSON_AddStringToObject(pj, "target", bk_target_names[i]);
-			cJSON_AddStringToObject(pj, "address", a->cfg.targets[i]);
-			cJSON_AddStringToObject(pj, "result", "skipped");
-			cJSON_AddNumberToObject(pj, "ms", 0);
-			cJSON_AddStringToObject(pj, "layer", "profile allows public egress");
-			cJSON_AddBoolToObject(pj, "stopped", true);
-			cJSON_AddItemToArray(probes, pj);
-			continue;
-		}
-		double ms = -1;
-		snprintf(key, sizeof(key), "PROBE %s ", bk_target_names[i]);
-		const char *pl = strstr(so, key);
-		if (pl)
-			sscanf(pl + strlen(key), "%31s %lf", res, &ms);
+	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
+		const struct bk_verify_probe *pr = &v.probes[i];
 		cJSON *pj = cJSON_CreateObject();
-		cJSON_AddStringToObject(pj, "target", bk_target_names[i]);
-		cJSON_AddStringToObject(pj, "address", a->cfg.targets[i]);
-		cJSON_AddStringToObject(pj, "result", res);
-		cJSON_AddNumberToObject(pj, "ms", ms);
-		/* which layer stopped it: a BPF denial of that address, or no route */
-		int fam;
-		unsigned char ad[16];
-		uint16_t port;
-		char as[INET6_ADDRSTRLEN] = "";
-		if (bk_parse_target(a->cfg.targets[i], &fam, ad, &port) == 0)
-			inet_ntop(fam, ad, as, sizeof(as));
-		bool bpf_denied = false;
-		const cJSON *dj;
-		cJSON_ArrayForEach(dj, denied)
-		{
-			const char *dst = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dj, "dst"));
-			if (dst && streq(dst, as))
-				bpf_denied = true;
-		}
-		const char *layer = "none";
-		bool stopped = false;
-		if (streq(res, "EPERM") && bpf_denied)
-			layer = "bpf", stopped = true;
-		else if (streq(res, "ENETUNREACH") || streq(res, "EHOSTUNREACH"))
-			layer = fresh ? "netns" : "routing", stopped = true;
-		else if (streq(res, "EPERM") || streq(res, "EACCES"))
-			layer = "bpf", stopped = true;
-		if (stopped && ms > 1000)
-			stopped = false; /* a slow failure looks like a hang to a caller */
-		cJSON_AddStringToObject(pj, "layer", layer);
-		cJSON_AddBoolToObject(pj, "stopped", stopped);
-		if (!stopped)
-			passed = false;
+		cJSON_AddStringToObject(pj, "target", pr->target);
+		cJSON_AddStringToObject(pj, "address", pr->address);
+		cJSON_AddStringToObject(pj, "result", pr->result);
+		cJSON_AddNumberToObject(pj, "ms", pr->ms);
+		cJSON_AddStringToObject(pj, "layer", pr->layer);
+		cJSON_AddBoolToObject(pj, "stopped", pr->stopped);
 		cJSON_AddItemToArray(probes, pj);
 	}
-	cJSON_AddBoolToObject(out, "passed", passed);
-	cJSON_Delete(r);
-	bk_log_obj(passed ? "info" : "error", "verify", cJSON_Duplicate(out, true));
+	cJSON_AddBoolToObject(out, "passed", v.passed);
 	return bk_api_respond(200, out);
 }

@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/api/session.h"
-#include "agent/files/files.h"
+#include "agent/api/api.h"
 #include "agent/parse/session_record.h"
 #include "agent/session/session.h"
 #include "lib/util.h"
-
-/* ---- /configure -------------------------------------------------------------------------------- */
 
 char *bk_api_configure(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
 {
@@ -32,7 +30,7 @@ char *bk_api_configure(struct bk_agent *a, const struct bk_pod *pod, const cJSON
 			[BK_CONFIGURE_RESET_FAILED] = { 503, "session_reset_failed" },
 		};
 		size_t e = (size_t)res.error < ARRAY_SIZE(map) ? (size_t)res.error : BK_CONFIGURE_OK;
-		return bk_api_error(map[e].status, map[e].code, "%s", res.detail);
+		return bk_api_error(map[e].status, map[e].code, "%s", res.err.msg);
 	}
 	cJSON *b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "status", "configured");
@@ -44,32 +42,4 @@ char *bk_api_configure(struct bk_agent *a, const struct bk_pod *pod, const cJSON
 	cJSON_AddNumberToObject(wp, "removed", (double)res.removed);
 	cJSON_AddNumberToObject(wp, "kept", (double)res.kept);
 	return bk_api_respond(200, b);
-}
-
-/* ---- /tool-call -------------------------------------------------------------------------------- */
-
-char *bk_tool_call(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
-{
-	/* "session_id" is deliberately never read: the pod's current session
-	 * is the only one a request can act in (SECURITY: a foreign session id
-	 * must have no effect at all). */
-	const cJSON *name = cJSON_GetObjectItemCaseSensitive(args, "tool_name");
-	if (!cJSON_IsString(name) || !name->valuestring[0])
-		return bk_api_error(400, "bad_request", "\"tool_name\" must be a non-empty string");
-	const cJSON *targs = cJSON_GetObjectItemCaseSensitive(args, "arguments");
-	cJSON *empty = NULL;
-	if (!targs || cJSON_IsNull(targs))
-		targs = empty = cJSON_CreateObject();
-	else if (!cJSON_IsObject(targs))
-		return bk_api_error(400, "bad_request", "\"arguments\" must be an object");
-	const char *t = name->valuestring;
-	char *out;
-	if (streq(t, "bash_tool") || streq(t, "bash"))
-		out = bk_api_exec(a, pod, targs);
-	else if (bk_files_is_op(t))
-		out = bk_files_op(a, pod, t, targs);
-	else
-		out = bk_api_error(400, "unknown_tool", "unknown tool \"%.64s\"", t);
-	cJSON_Delete(empty);
-	return out;
 }

@@ -416,38 +416,186 @@ void bk_node_status_free(struct bk_node_status *s)
 	s->n_sandboxes = 0;
 }
 
-/* ---- denial counters -------------------------------------------------------------------- */
+/* ---- verify ---------------------------------------------------------------------------- */
 
-void bk_obs_count_denials(struct bk_agent *a, const struct bk_pod *p, const struct bk_exec_result *r)
+static const char VERIFY_PY[] =
+	"import errno, socket, sys, time\n"
+	"time.sleep(float(sys.argv[1]))\n"
+	"print('IFACES ' + ','.join(n for _, n in socket.if_nameindex()), flush=True)\n"
+	"for spec in sys.argv[2:]:\n"
+	"    name, fam, addr, port = spec.split(',')\n"
+	"    s = socket.socket(socket.AF_INET6 if fam == '6' else socket.AF_INET)\n"
+	"    s.settimeout(3)\n"
+	"    t0 = time.monotonic()\n"
+	"    try:\n"
+	"        s.connect((addr, int(port))); r = 'connected'\n"
+	"    except socket.timeout:\n"
+	"        r = 'timeout'\n"
+	"    except OSError as e:\n"
+	"        r = errno.errorcode.get(e.errno, str(e.errno))\n"
+	"    print('PROBE %s %s %.2f' % (name, r, (time.monotonic() - t0) * 1000), flush=True)\n";
+
+/* What one probe's line says, and which layer stopped it: a BPF denial of
+ * that address, or no route. */
+static void judge_probe(const struct bk_agent *a, int i, const char *so, const struct bk_exec_result *res,
+			struct bk_verify_probe *pr)
 {
-	if (!r->denied_total)
+	char key[64];
+	snprintf(pr->result, sizeof(pr->result), "missing");
+	pr->ms = -1;
+	snprintf(key, sizeof(key), "PROBE %s ", bk_target_names[i]);
+	const char *pl = strstr(so, key);
+	if (pl)
+		sscanf(pl + strlen(key), "%31s %lf", pr->result, &pr->ms);
+	int fam;
+	unsigned char ad[16];
+	uint16_t port;
+	char as[INET6_ADDRSTRLEN] = "";
+	if (bk_parse_target(a->cfg.targets[i], &fam, ad, &port) == 0)
+		inet_ntop(fam, ad, as, sizeof(as));
+	bool bpf_denied = false;
+	for (int k = 0; k < res->n_denied; k++)
+		if (streq(res->denied[k].dst, as))
+			bpf_denied = true;
+	const char *r = pr->result;
+	pr->layer = "none";
+	pr->stopped = false;
+	if (streq(r, "EPERM") && bpf_denied)
+		pr->layer = "bpf", pr->stopped = true;
+	else if (streq(r, "ENETUNREACH") || streq(r, "EHOSTUNREACH"))
+		pr->layer = res->fresh_netns ? "netns" : "routing", pr->stopped = true;
+	else if (streq(r, "EPERM") || streq(r, "EACCES"))
+		pr->layer = "bpf", pr->stopped = true;
+	if (pr->stopped && pr->ms > 1000)
+		pr->stopped = false; /* a slow failure looks like a hang to a caller */
+}
+
+/* The verdict from what the command saw and the exec's receipt. */
+static void judge(const struct bk_agent *a, int nprobe, const struct bk_exec_result *res, struct bk_verify_result *v)
+{
+	_cleanup_free_ char *so = strndup(res->out ? res->out : "", res->out ? res->outlen : 0);
+	if (!so) {
+		snprintf(v->error, sizeof(v->error), "out of memory");
 		return;
-	pthread_mutex_lock(&a->stats_lock);
-	uint64_t listed = 0;
-	for (int i = 0; i <= r->n_denied; i++) {
-		const char *reason = i < r->n_denied ? r->denied[i].reason : "unsampled";
-		uint64_t add = 1;
-		if (i == r->n_denied) {
-			add = r->denied_total > listed ? r->denied_total - listed : 0;
-			if (!add)
-				break;
-		}
-		listed += i < r->n_denied ? 1 : 0;
-		int k;
-		for (k = 0; k < a->n_deny; k++)
-			if (streq(a->deny[k].pod, p->pod_name) && streq(a->deny[k].ns, p->pod_namespace) &&
-			    streq(a->deny[k].reason, reason))
-				break;
-		if (k == a->n_deny) {
-			if (a->n_deny == BK_MAX_DENY_SERIES)
-				continue;
-			struct bk_deny_series *s = &a->deny[a->n_deny++];
-			snprintf(s->pod, sizeof(s->pod), "%s", p->pod_name);
-			snprintf(s->ns, sizeof(s->ns), "%s", p->pod_namespace);
-			snprintf(s->reason, sizeof(s->reason), "%s", reason);
-			s->count = 0;
-		}
-		a->deny[k].count += add;
 	}
-	pthread_mutex_unlock(&a->stats_lock);
+	v->ran = true;
+	snprintf(v->exec_id, sizeof(v->exec_id), "%s", res->exec_id);
+	snprintf(v->policy, sizeof(v->policy), "%s", res->policy);
+	v->passed = true;
+	/* netns: what the command itself saw */
+	const char *il = strstr(so, "IFACES ");
+	if (il)
+		sscanf(il + 7, "%255s", v->netns.interfaces);
+	v->netns.fresh = res->fresh_netns;
+	v->netns.held = !res->fresh_netns || streq(v->netns.interfaces, "lo");
+	if (!v->netns.held)
+		v->passed = false;
+	v->bpf.programs_attached = res->n_progs;
+	v->bpf.held_to_end = res->bpf_held;
+	v->bpf.held = res->n_progs == BK_NPROGS && res->bpf_held;
+	if (!v->bpf.held)
+		v->passed = false;
+	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
+		struct bk_verify_probe *pr = &v->probes[i];
+		pr->target = bk_target_names[i];
+		snprintf(pr->address, sizeof(pr->address), "%s", a->cfg.targets[i]);
+		if (i >= nprobe) {
+			snprintf(pr->result, sizeof(pr->result), "skipped");
+			pr->ms = 0;
+			pr->layer = "profile allows public egress";
+			pr->stopped = true;
+			continue;
+		}
+		judge_probe(a, i, so, res, pr);
+		if (!pr->stopped)
+			v->passed = false;
+	}
+}
+
+/* The verify line: the verdict's fields, each probe an object under its
+ * target's name (the logger has no arrays). */
+static void log_verify(const struct bk_pod *p, const struct bk_verify_result *v)
+{
+	struct log_field pf[BK_VERIFY_PROBES][7];
+	struct log_field probes[BK_VERIFY_PROBES + 1];
+	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
+		const struct bk_verify_probe *pr = &v->probes[i];
+		pf[i][0] = LS("target", pr->target);
+		pf[i][1] = LS("address", pr->address);
+		pf[i][2] = LS("result", pr->result);
+		pf[i][3] = LD("ms", pr->ms);
+		pf[i][4] = LS("layer", pr->layer);
+		pf[i][5] = LB("stopped", pr->stopped);
+		pf[i][6] = LEND;
+		probes[i] = (struct log_field){ .key = pr->target, .type = LF_OBJ, .o = pf[i] };
+	}
+	probes[BK_VERIFY_PROBES] = LEND;
+	log_at(v->passed ? LOG_INFO : LOG_ERROR, "verify", LS("pod", p->pod_name), LS("namespace", p->pod_namespace),
+	       LS("exec_id", v->exec_id), LS("policy", v->policy),
+	       LO("layers",
+		  LO("netns", LS("mode", v->netns.fresh ? "fresh" : "pod"), LS("interfaces", v->netns.interfaces),
+		     LB("held", v->netns.held)),
+		  LO("bpf", LI("programs_attached", v->bpf.programs_attached), LB("held_to_end", v->bpf.held_to_end),
+		     LB("held", v->bpf.held))),
+	       ((struct log_field){ .key = "probes", .type = LF_OBJ, .o = probes }), LB("passed", v->passed));
+}
+
+int bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, double hold, int client_fd,
+		  struct bk_verify_result *out, struct bk_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	/* python3 -c SCRIPT HOLD name,fam,addr,port... through the normal exec path */
+	char cmd[8192];
+	size_t off = (size_t)snprintf(cmd, sizeof(cmd), "exec python3 -c \"$BK_VERIFY\" %.1f", hold);
+	/* a profile that allows egress is expected to reach public addresses:
+	 * the public probe is only meaningful (and only sent) under deny-all */
+	char perr[256];
+	const struct bk_profile *prof =
+		bk_policy_select(&a->cfg.policy, p->pod_namespace, p->pod_name, p->policy_annotation, perr, sizeof(perr));
+	int nprobe = prof && prof->n_allow > 0 ? 3 : 4;
+	for (int i = 0; i < nprobe; i++) {
+		int fam;
+		unsigned char ad[16];
+		uint16_t port;
+		char as[INET6_ADDRSTRLEN];
+		if (bk_parse_target(a->cfg.targets[i], &fam, ad, &port) < 0)
+			return bk_fail(err, -EINVAL, "config", "verify target %s is not addr:port", bk_target_names[i]);
+		inet_ntop(fam, ad, as, sizeof(as));
+		off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " %s,%c,%s,%u", bk_target_names[i],
+					fam == AF_INET ? '4' : '6', as, port);
+	}
+	/* the script travels in the environment of this one exec (not a secret) */
+	struct bk_exec_args ea = {
+		.command = cmd,
+		.timeout = 30 + (uint32_t)hold,
+		.secret_names = { "BK_VERIFY" },
+		.secret_values = { VERIFY_PY },
+		.nsecrets = 1,
+		.client_fd = client_fd,
+	};
+	/* the limit /exec would have applied to these arguments */
+	if (ea.timeout > a->cfg.timeout_max) {
+		snprintf(out->error, sizeof(out->error), "\"timeout\" must be an integer from 1 to %u seconds",
+			 a->cfg.timeout_max);
+		return 0;
+	}
+	struct bk_exec_result *res = calloc(1, sizeof(*res));
+	if (!res) {
+		snprintf(out->error, sizeof(out->error), "exec failed");
+		return 0;
+	}
+	struct bk_refusal ref;
+	memset(&ref, 0, sizeof(ref));
+	if (bk_session_exec(a, p, &ea, res, &ref) < 0) {
+		/* the context itself could not be built: that is a failed verify */
+		snprintf(out->error, sizeof(out->error), "%s", ref.err.msg[0] ? ref.err.msg : "exec failed");
+		free(res);
+		return 0;
+	}
+	judge(a, nprobe, res, out);
+	bk_exec_result_free(res);
+	free(res);
+	if (out->ran)
+		log_verify(p, out);
+	return 0;
 }

@@ -5,9 +5,9 @@
  *
  *   observe.c   reports read back from the kernel at the moment they are
  *               asked for (inspect and /isolation: struct bk_pod_report;
- *               status: struct bk_node_status), verify (probes from a real
- *               exec context of a sandbox: struct bk_verify_result), and
- *               the per-sandbox denial counters
+ *               status: struct bk_node_status) and verify (probes from a
+ *               real exec context of a sandbox, through the exec bracket:
+ *               struct bk_verify_result)
  *   selftest.c  the node self-test that marks the node unsafe when a layer
  *               does not hold (at start and periodically)
  *   metrics.c   Prometheus text metrics and the readiness endpoint
@@ -193,10 +193,8 @@ struct bk_verify_result {
 int bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, double hold, int client_fd,
 		  struct bk_verify_result *out, struct bk_error *err);
 
-/* ---- counters and the self-test ------------------------------------------------------------ */
+/* ---- the self-test ------------------------------------------------------------------------- */
 
-/* Record an exec's denials in the per-sandbox/per-reason counters. */
-void bk_obs_count_denials(struct bk_agent *a, const struct bk_pod *p, const struct bk_exec_result *r);
 /* One self-test now (updates a->node_safe); 0 when it passed. */
 int bk_selftest_run(struct bk_agent *a);
 /* Start the periodic self-test thread. */

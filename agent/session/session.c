@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/session/session.h"
 #include "agent/files/files.h"
+#include "lib/err.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -219,27 +219,23 @@ static int kill_execs(struct bk_agent *a, const struct bk_pod *pod, char *err, s
 	int w = snprintf(dir, sizeof(dir), "%s%s%s", a->engine.mounts.v2, pod->pod_v2[0] == '/' ? "" : "/",
 			 pod->pod_v2);
 	if (w < 0 || (size_t)w >= sizeof(dir) || !pod->pod_v2[0]) {
-		snprintf(err, errlen, "the pod has no cgroup v2 path");
-		return -EINVAL;
+		return bk_fail_buf(err, errlen, -EINVAL, "the pod has no cgroup v2 path");
 	}
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
 		int e = errno;
-		snprintf(err, errlen, "cannot open the pod's cgroup %s: %s", dir, strerror(e));
-		return -e;
+		return bk_fail_buf(err, errlen, -e, "cannot open the pod's cgroup %s: %s", dir, strerror(e));
 	}
 	DIR *d = fdopendir(dfd);
 	if (!d) {
 		int e = errno;
 		close(dfd);
-		snprintf(err, errlen, "cannot read the pod's cgroup: %s", strerror(e));
-		return -e;
+		return bk_fail_buf(err, errlen, -e, "cannot read the pod's cgroup: %s", strerror(e));
 	}
 	char (*names)[64] = calloc(KILL_MAX, sizeof(*names));
 	if (!names) {
 		closedir(d);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
+		return bk_fail_buf(err, errlen, -ENOMEM, "out of memory");
 	}
 	int n = 0, failed = 0;
 	struct dirent *de;
@@ -272,27 +268,14 @@ static int kill_execs(struct bk_agent *a, const struct bk_pod *pod, char *err, s
 			usleep(10000);
 	} while (alive && now_ns() < deadline);
 	free(names);
-	if (failed || alive) {
-		snprintf(err, errlen, "%d exec cgroup(s) of the previous session could not be killed",
-			 failed + alive);
-		return -EBUSY;
-	}
+	if (failed || alive)
+		return bk_fail_buf(err, errlen, -EBUSY, "%d exec cgroup(s) of the previous session could not be killed",
+				   failed + alive);
 	return n;
 }
 
 /* ---- /configure ------------------------------------------------------------------------------ */
 
-static int configure_fail(struct bk_configure_result *res, enum bk_configure_error e, int r, const char *fmt, ...)
-	_printf_(4, 5);
-static int configure_fail(struct bk_configure_result *res, enum bk_configure_error e, int r, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(res->detail, sizeof(res->detail), fmt, ap);
-	va_end(ap);
-	res->error = e;
-	return r;
-}
 
 int bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const char *session_id, char **allowed,
 			 struct bk_configure_result *res)
@@ -302,13 +285,15 @@ int bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const cha
 	 * the id is written to disk and read back by the next agent */
 	if (!session_id || !bk_session_text_ok(session_id, BK_SESSION_ID_MAX, true)) {
 		bk_strv_free(allowed);
-		return configure_fail(res, BK_CONFIGURE_BAD_REQUEST, -EINVAL,
-				      "\"session_id\" must be a string of 1 to %d bytes without control characters",
-				      BK_SESSION_ID_MAX);
+		res->error = BK_CONFIGURE_BAD_REQUEST;
+		return bk_fail(&res->err, -EINVAL, "",
+			       "\"session_id\" must be a string of 1 to %d bytes without control characters",
+			       BK_SESSION_ID_MAX);
 	}
 	if (!uid_ok(pod->pod_uid)) {
 		bk_strv_free(allowed);
-		return configure_fail(res, BK_CONFIGURE_SANDBOX_UNAVAILABLE, -ENXIO, "the pod has no usable UID");
+		res->error = BK_CONFIGURE_SANDBOX_UNAVAILABLE;
+		return bk_fail(&res->err, -ENXIO, "", "the pod has no usable UID");
 	}
 	uint64_t t0 = now_ns();
 
@@ -321,7 +306,8 @@ int bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const cha
 	if (!s) {
 		pthread_mutex_unlock(&lock);
 		bk_strv_free(allowed);
-		return configure_fail(res, BK_CONFIGURE_OUT_OF_MEMORY, -ENOMEM, "no room for another session");
+		res->error = BK_CONFIGURE_OUT_OF_MEMORY;
+		return bk_fail(&res->err, -ENOMEM, "", "no room for another session");
 	}
 	s->busy = true;
 	/* an exec that passed its session check before this /configure began
@@ -335,12 +321,13 @@ int bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const cha
 	int failed = 0;
 	uint64_t removed = 0, kept = 0;
 	int killed = kill_execs(a, pod, err, sizeof(err));
-	if (killed < 0)
-		failed = configure_fail(res, BK_CONFIGURE_RESET_FAILED, killed,
-					"the previous session could not be stopped: %s", err);
-	else if ((failed = bk_files_wipe(a, pod, &removed, &kept, err, sizeof(err))) < 0)
-		configure_fail(res, BK_CONFIGURE_RESET_FAILED, failed, "the previous session's data could not be wiped: %s",
-			       err);
+	if (killed < 0) {
+		res->error = BK_CONFIGURE_RESET_FAILED;
+		failed = bk_fail(&res->err, killed, "", "the previous session could not be stopped: %s", err);
+	} else if ((failed = bk_files_wipe(a, pod, &removed, &kept, err, sizeof(err))) < 0) {
+		res->error = BK_CONFIGURE_RESET_FAILED;
+		bk_fail(&res->err, failed, "", "the previous session's data could not be wiped: %s", err);
+	}
 
 	pthread_mutex_lock(&lock);
 	/* the entry may have moved (the table grows): look it up again */
@@ -381,8 +368,10 @@ int bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const cha
 		log_warnf("session_state", "cannot persist the session of pod %s: %s", pod->pod_uid, strerror(-pr));
 	if (failed)
 		return failed;
-	if (!s)
-		return configure_fail(res, BK_CONFIGURE_OUT_OF_MEMORY, -ENOMEM, "no room for another session");
+	if (!s) {
+		res->error = BK_CONFIGURE_OUT_OF_MEMORY;
+		return bk_fail(&res->err, -ENOMEM, "", "no room for another session");
+	}
 	res->generation = gen;
 	res->killed_execs = killed;
 	res->removed = removed;

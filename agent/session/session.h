@@ -27,9 +27,10 @@
 
 #include "agent/agent.h"
 #include "agent/parse/session_record.h"
+#include "lib/err.h"
 
 /* Why a /configure did not take effect (the API maps each to its status
- * and code; detail is the whole sentence). */
+ * and code; err.msg is the whole sentence). */
 enum bk_configure_error {
 	BK_CONFIGURE_OK = 0,
 	BK_CONFIGURE_BAD_REQUEST,         /* 400 bad_request */
@@ -40,7 +41,7 @@ enum bk_configure_error {
 
 struct bk_configure_result {
 	enum bk_configure_error error;
-	char detail[1024];     /* the sentence, when error != BK_CONFIGURE_OK */
+	struct bk_error err;   /* err.msg: the sentence, when error != BK_CONFIGURE_OK */
 	uint64_t generation;   /* the new session's (1 for a pod's first) */
 	int killed_execs;      /* exec cgroups of the previous session killed */
 	uint64_t removed, kept; /* wiped entries; entries the sandbox user could not remove */
@@ -49,7 +50,7 @@ struct bk_configure_result {
 /* Start a new session for the pod: kill every exec of the previous one,
  * wipe its data, record session_id and allowed (NULL: unrestricted; taken
  * over in every case). Logs the "session_configured" audit line. 0, or
- * -errno with res->error and res->detail saying why. */
+ * -errno with res->error and res->err saying why. */
 int bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const char *session_id, char **allowed,
 			 struct bk_configure_result *res);
 
