@@ -8,7 +8,8 @@
  *                session table and its state files, the exec bracket's
  *                session side (begin/spawned)
  *   run.c        the exec bracket: the one typed entry point every exec
- *                goes through (run.h)
+ *                goes through (run.h; its request and refusal types in
+ *                exec_args.h)
  *   allowlist.c  the session's command allowlist, enforced by the strict
  *                parser and by Landlock's execute allowlist
  *
