@@ -4,10 +4,10 @@
  * one dispatcher. Anything not in the table is refused (bubblewrap's
  * privileged-op rule: `default: die("Unexpected privileged op")`). */
 #include "agent/api/api.h"
+#include "agent/api/observe.h"
+#include "agent/api/session.h"
 #include "agent/files/files.h"
 #include "agent/observe/metrics.h"
-#include "agent/observe/observe.h"
-#include "agent/session/session.h"
 #include "lib/util.h"
 
 __thread int bk_api_client_fd = -1;
@@ -54,12 +54,12 @@ static char *op_identity(struct bk_agent *a, const struct bk_pod *p, const char 
 
 static char *op_report(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
 {
-	return bk_api_respond(200, bk_obs_pod_report(a, p));
+	return bk_api_inspect(a, p);
 }
 
 static char *op_verify(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
 {
-	return bk_obs_verify(a, p, args);
+	return bk_api_verify(a, p, args, bk_api_client_fd);
 }
 
 static char *op_metrics(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
@@ -79,7 +79,7 @@ static char *op_metrics(struct bk_agent *a, const struct bk_pod *p, const char *
 
 static char *op_configure(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
 {
-	return bk_session_configure(a, p, args);
+	return bk_api_configure(a, p, args);
 }
 
 static char *op_file(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
@@ -89,7 +89,7 @@ static char *op_file(struct bk_agent *a, const struct bk_pod *p, const char *op,
 
 static char *op_status(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
 {
-	return bk_api_respond(200, bk_obs_status(a));
+	return bk_api_status(a);
 }
 
 static char *op_tool_call(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args);

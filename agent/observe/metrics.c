@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/observe/metrics.h"
-#include "lib/log.h"
 #include "agent/observe/observe.h"
+#include "lib/err.h"
+#include "lib/log.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -183,22 +184,19 @@ int bk_metrics_start(struct bk_agent *a, const char *addr, char *err, size_t err
 	const char *colon = strrchr(addr, ':');
 	uint64_t port;
 	if (!colon || (size_t)(colon - addr) >= sizeof(host) || parse_u64(colon + 1, &port) < 0 || port > 65535) {
-		snprintf(err, errlen, "--metrics takes ADDR:PORT (IPv4), or off");
-		return -EINVAL;
+		return bk_fail_buf(err, errlen, -EINVAL, "--metrics takes ADDR:PORT (IPv4), or off");
 	}
 	memcpy(host, addr, (size_t)(colon - addr));
 	host[colon - addr] = '\0';
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-		snprintf(err, errlen, "--metrics: %s is not an IPv4 address", host);
-		return -EINVAL;
+		return bk_fail_buf(err, errlen, -EINVAL, "--metrics: %s is not an IPv4 address", host);
 	}
 	mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, handler, a,
 			       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 16u,
 			       MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
 	if (!mhd) {
-		snprintf(err, errlen, "cannot serve metrics on %s", addr);
-		return -EADDRINUSE;
+		return bk_fail_buf(err, errlen, -EADDRINUSE, "cannot serve metrics on %s", addr);
 	}
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(mhd, MHD_DAEMON_INFO_BIND_PORT);
 	log_infof("metrics", "metrics and readiness on http://%s:%u/metrics and /readyz", host,

@@ -2,7 +2,9 @@
 /* Prometheus text metrics and the readiness endpoint (libmicrohttpd), on
  * --metrics ADDR (default 127.0.0.1:9464; "off" disables it). */
 #pragma once
-#include "agent/api/api.h"
+#include <stddef.h>
+
+#include "agent/agent.h"
 
 int bk_metrics_start(struct bk_agent *a, const char *addr, char *err, size_t errlen);
 void bk_metrics_stop(void);

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/observe/observe.h"
+#include "agent/parse/target.h"
+#include "agent/session/run.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -7,94 +9,49 @@
 #include <bpf/bpf.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/sched.h>
 #include <openssl/evp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <time.h>
-
-#ifndef CLONE_INTO_CGROUP
-#define CLONE_INTO_CGROUP 0x200000000ULL
-#endif
-
-int bk_parse_target(const char *s, int *family, unsigned char addr[16], uint16_t *port)
-{
-	char host[64];
-	const char *p;
-	if (s[0] == '[') {
-		const char *e = strchr(s, ']');
-		if (!e || e[1] != ':' || (size_t)(e - s - 1) >= sizeof(host))
-			return -EINVAL;
-		memcpy(host, s + 1, (size_t)(e - s - 1));
-		host[e - s - 1] = '\0';
-		p = e + 2;
-	} else {
-		const char *c = strrchr(s, ':');
-		if (!c || (size_t)(c - s) >= sizeof(host))
-			return -EINVAL;
-		memcpy(host, s, (size_t)(c - s));
-		host[c - s] = '\0';
-		p = c + 1;
-	}
-	uint64_t v;
-	if (parse_u64(p, &v) < 0 || v == 0 || v > 65535)
-		return -EINVAL;
-	*port = (uint16_t)v;
-	memset(addr, 0, 16);
-	if (inet_pton(AF_INET, host, addr) == 1)
-		*family = AF_INET;
-	else if (inet_pton(AF_INET6, host, addr) == 1)
-		*family = AF_INET6;
-	else
-		return -EINVAL;
-	return 0;
-}
 
 /* ---- kernel read-back -------------------------------------------------------- */
 
-
-static cJSON *prog_json(uint32_t id)
+static void read_prog(uint32_t id, struct bk_obs_prog *o)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "id", id);
+	memset(o, 0, sizeof(*o));
+	o->id = id;
 	int fd = bpf_prog_get_fd_by_id(id);
 	if (fd >= 0) {
 		struct bpf_prog_info info = { 0 };
 		__u32 l = sizeof(info);
 		if (bpf_obj_get_info_by_fd(fd, &info, &l) == 0) {
-			char tag[17];
 			for (int k = 0; k < 8; k++)
-				snprintf(tag + 2 * k, 3, "%02x", info.tag[k]);
-			cJSON_AddStringToObject(o, "prog", info.name);
-			cJSON_AddStringToObject(o, "tag", tag);
+				snprintf(o->tag + 2 * k, 3, "%02x", info.tag[k]);
+			snprintf(o->name, sizeof(o->name), "%.*s", (int)sizeof(info.name), info.name);
+			o->known = true;
 		}
 		close(fd);
 	}
-	return o;
 }
 
 /* Programs attached to a cgroup, per hook, as the kernel reports them. */
-static cJSON *attached_json(struct bk_filter *f, int cg_fd, int *ours)
+static void read_attached(struct bk_filter *f, int cg_fd, struct bk_obs_exec *x)
 {
-	cJSON *arr = cJSON_CreateArray();
 	const struct bk_prog_desc *pd = bk_filter_progs(f);
-	*ours = 0;
+	int ours = 0;
+	x->n_bpf = 0;
 	for (int i = 0; i < BK_NPROGS; i++) {
 		__u32 ids[16], cnt = 16, flags = 0;
 		if (bpf_prog_query(cg_fd, bk_filter_attach_type(f, i), 0, &flags, ids, &cnt) < 0)
 			continue;
-		for (__u32 k = 0; k < cnt; k++) {
-			cJSON_AddItemToArray(arr, prog_json(ids[k]));
+		for (__u32 k = 0; k < cnt && x->n_bpf < (int)ARRAY_SIZE(x->bpf); k++) {
+			read_prog(ids[k], &x->bpf[x->n_bpf++]);
 			if (ids[k] == pd[i].id)
-				(*ours)++;
+				ours++;
 		}
 	}
-	return arr;
+	x->have_bpf = true;
+	x->bpf_complete = ours == BK_NPROGS;
 }
 
 static int cmp_entries(const void *a, const void *b, void *sz)
@@ -102,26 +59,35 @@ static int cmp_entries(const void *a, const void *b, void *sz)
 	return memcmp(a, b, *(size_t *)sz);
 }
 
-/* sha256 over the sorted key||value entries of a pinned map. */
-static cJSON *map_json(const char *bpffs, const char *name)
+static void sha256_hex(const void *data, size_t n, char hex[65])
 {
-	cJSON *o = cJSON_CreateObject();
-	char p[600];
-	snprintf(p, sizeof(p), "%s/%s", bpffs, name);
-	cJSON_AddStringToObject(o, "map", name);
-	cJSON_AddStringToObject(o, "pinned", p);
-	int fd = bpf_obj_get(p);
+	unsigned char md[32];
+	unsigned int ml;
+	EVP_Digest(data, n, md, &ml, EVP_sha256(), NULL);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+/* sha256 over the sorted key||value entries of a pinned map. */
+static void read_map(const char *bpffs, const char *name, struct bk_obs_map *o)
+{
+	memset(o, 0, sizeof(*o));
+	snprintf(o->name, sizeof(o->name), "%s", name);
+	snprintf(o->pinned, sizeof(o->pinned), "%s/%s", bpffs, name);
+	int fd = bpf_obj_get(o->pinned);
 	if (fd < 0) {
-		cJSON_AddStringToObject(o, "error", strerror(errno));
-		return o;
+		o->open_failed = true;
+		o->open_errno = errno;
+		return;
 	}
 	struct bpf_map_info info = { 0 };
 	__u32 l = sizeof(info);
 	if (bpf_obj_get_info_by_fd(fd, &info, &l) < 0) {
 		close(fd);
-		return o;
+		return;
 	}
-	cJSON_AddNumberToObject(o, "id", info.id);
+	o->have_id = true;
+	o->id = info.id;
 	size_t esz = info.key_size + info.value_size;
 	size_t cap = 64, n = 0;
 	uint8_t *ents = malloc(cap * esz);
@@ -143,21 +109,15 @@ static cJSON *map_json(const char *bpffs, const char *name)
 	}
 	if (ents) {
 		qsort_r(ents, n, esz, cmp_entries, &esz);
-		unsigned char md[32];
-		unsigned int ml;
-		EVP_Digest(ents, n * esz, md, &ml, EVP_sha256(), NULL);
-		char hex[65];
-		for (int i = 0; i < 32; i++)
-			snprintf(hex + 2 * i, 3, "%02x", md[i]);
-		cJSON_AddNumberToObject(o, "entries", (double)n);
-		cJSON_AddStringToObject(o, "digest", hex);
+		sha256_hex(ents, n * esz, o->digest);
+		o->entries = n;
+		o->digested = true;
 	}
 	free(ents);
 	close(fd);
-	return o;
 }
 
-static void add_file_num(cJSON *o, const char *key, const char *dir, const char *file)
+static void read_value(struct bk_obs_value *o, const char *dir, const char *file)
 {
 	char p[4200];
 	snprintf(p, sizeof(p), "%s/%s", dir, file);
@@ -165,194 +125,224 @@ static void add_file_num(cJSON *o, const char *key, const char *dir, const char 
 	if (read_file_at(AT_FDCWD, p, 64, &v, NULL) < 0)
 		return;
 	v[strcspn(v, "\n")] = '\0';
-	uint64_t n;
-	if (parse_u64(v, &n) == 0)
-		cJSON_AddNumberToObject(o, key, (double)n);
-	else
-		cJSON_AddStringToObject(o, key, v);
+	o->present = true;
+	o->is_num = parse_u64(v, &o->num) == 0;
+	snprintf(o->text, sizeof(o->text), "%s", v);
 }
 
-/* One live exec cgroup of a pod, read back from the kernel. */
-static cJSON *exec_json(struct bk_agent *a, const char *v2dir, const char *rel)
+static void read_policy_entry(struct bk_agent *a, uint64_t id, struct bk_obs_exec *x)
 {
-	struct bk_engine *e = &a->engine;
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "cgroup", v2dir);
-	uint64_t id = 0;
-	if (bk_cgroup_id(v2dir, &id) == 0)
-		cJSON_AddNumberToObject(o, "cgroup_id", (double)id);
-	_cleanup_close_ int cfd = open(v2dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int ours = 0;
-	if (cfd >= 0 && e->filter) {
-		cJSON_AddItemToObject(o, "bpf", attached_json(e->filter, cfd, &ours));
-		cJSON_AddBoolToObject(o, "bpf_complete", ours == BK_NPROGS);
+	char pp[600];
+	snprintf(pp, sizeof(pp), "%s/bk_policy", a->cfg.bpffs);
+	int pfd = bpf_obj_get(pp);
+	struct bk_policy pol;
+	x->have_policy = true;
+	if (pfd >= 0 && bpf_map_lookup_elem(pfd, &id, &pol) == 0) {
+		struct bk_obs_policy_entry *pe = &x->policy;
+		x->policy_found = true;
+		pe->profile_id = pol.profile;
+		/* profile ids are unique (parse/policy.c numbers them) */
+		for (int i = 0; i < a->cfg.policy.n && !pe->named; i++)
+			if (a->cfg.policy.prof[i].id == pol.profile) {
+				snprintf(pe->profile, sizeof(pe->profile), "%s", a->cfg.policy.prof[i].name);
+				pe->named = true;
+			}
+		pe->loopback = pol.flags & BK_POL_ALLOW_LOOPBACK;
+		pe->dns = pol.flags & BK_POL_ALLOW_DNS;
+		pe->icmp = pol.flags & BK_POL_ALLOW_ICMP;
 	}
-	if (e->filter) {
-		char pp[600];
-		snprintf(pp, sizeof(pp), "%s/bk_policy", a->cfg.bpffs);
-		int pfd = bpf_obj_get(pp);
-		struct bk_policy pol;
-		if (pfd >= 0 && bpf_map_lookup_elem(pfd, &id, &pol) == 0) {
-			cJSON *pj = cJSON_AddObjectToObject(o, "policy_entry");
-			cJSON_AddNumberToObject(pj, "profile_id", pol.profile);
-			for (int i = 0; i < a->cfg.policy.n; i++)
-				if (a->cfg.policy.prof[i].id == pol.profile)
-					cJSON_AddStringToObject(pj, "profile", a->cfg.policy.prof[i].name);
-			cJSON_AddBoolToObject(pj, "loopback", pol.flags & BK_POL_ALLOW_LOOPBACK);
-			cJSON_AddBoolToObject(pj, "dns", pol.flags & BK_POL_ALLOW_DNS);
-			cJSON_AddBoolToObject(pj, "icmp", pol.flags & BK_POL_ALLOW_ICMP);
-		} else
-			cJSON_AddNullToObject(o, "policy_entry");
-		if (pfd >= 0)
-			close(pfd);
-	}
-	/* limits, v2 or v1 */
-	if (e->mounts.v2_pids)
-		add_file_num(o, "pids_max", v2dir, "pids.max"), add_file_num(o, "pids_current", v2dir, "pids.current");
-	else if (e->mounts.pids[0]) {
-		char d[4200];
-		snprintf(d, sizeof(d), "%s%s", e->mounts.pids, rel);
-		add_file_num(o, "pids_max", d, "pids.max");
-		add_file_num(o, "pids_current", d, "pids.current");
-	}
-	if (e->mounts.v2_memory)
-		add_file_num(o, "memory_max", v2dir, "memory.max");
-	else if (e->mounts.memory[0]) {
-		char d[4200];
-		snprintf(d, sizeof(d), "%s%s", e->mounts.memory, rel);
-		add_file_num(o, "memory_max", d, "memory.limit_in_bytes");
-	}
-	/* the network namespace of its first process, listed via netlink */
+	if (pfd >= 0)
+		close(pfd);
+}
+
+/* The processes of an exec cgroup and the network namespace of its first
+ * process, listed via netlink. */
+static void read_netns(struct bk_engine *e, const char *v2dir, struct bk_obs_exec *x)
+{
 	char pp[4200];
 	snprintf(pp, sizeof(pp), "%s/cgroup.procs", v2dir);
 	_cleanup_free_ char *procs = NULL;
-	if (read_file_at(AT_FDCWD, pp, 1 << 20, &procs, NULL) == 0) {
-		int np = 0;
-		for (char *c = procs; *c; c++)
-			np += *c == '\n';
-		cJSON_AddNumberToObject(o, "processes", np);
-		/* the netns of the first process that finished its setup: a
-		 * child is born in the agent's own namespace and switches
-		 * before anything of the command runs */
-		struct stat self_st;
-		fstat(e->self_netns, &self_st);
-		int nfd = -1;
-		struct stat st;
-		for (char *sv = NULL, *t = strtok_r(procs, "\n", &sv); t && nfd < 0; t = strtok_r(NULL, "\n", &sv)) {
-			uint64_t pid;
-			char nsp[64];
-			if (parse_u64(t, &pid) < 0)
-				continue;
-			snprintf(nsp, sizeof(nsp), "/proc/%llu/ns/net", (unsigned long long)pid);
-			nfd = open(nsp, O_RDONLY | O_CLOEXEC);
-			if (nfd >= 0 && (fstat(nfd, &st) < 0 || st.st_ino == self_st.st_ino)) {
-				close(nfd);
-				nfd = -1;
-			}
-		}
-		if (nfd < 0)
-			cJSON_AddStringToObject(o, "state", "setting_up");
-		else {
-			cJSON_AddNumberToObject(o, "netns_inode", (double)st.st_ino);
-			if (setns(nfd, CLONE_NEWNET) == 0) {
-				char names[BK_MAX_IFACES][IFNAMSIZ];
-				int n = bk_netns_list(names, BK_MAX_IFACES);
-				if (setns(e->self_netns, CLONE_NEWNET) < 0)
-					abort();
-				cJSON *ifs = cJSON_AddArrayToObject(o, "interfaces");
-				for (int i = 0; i < n && i < BK_MAX_IFACES; i++)
-					cJSON_AddItemToArray(ifs, cJSON_CreateString(names[i]));
-			}
+	if (read_file_at(AT_FDCWD, pp, 1 << 20, &procs, NULL) < 0)
+		return;
+	x->have_procs = true;
+	for (char *c = procs; *c; c++)
+		x->processes += *c == '\n';
+	/* the netns of the first process that finished its setup: a
+	 * child is born in the agent's own namespace and switches
+	 * before anything of the command runs */
+	struct stat self_st;
+	fstat(e->self_netns, &self_st);
+	int nfd = -1;
+	struct stat st;
+	for (char *sv = NULL, *t = strtok_r(procs, "\n", &sv); t && nfd < 0; t = strtok_r(NULL, "\n", &sv)) {
+		uint64_t pid;
+		char nsp[64];
+		if (parse_u64(t, &pid) < 0)
+			continue;
+		snprintf(nsp, sizeof(nsp), "/proc/%llu/ns/net", (unsigned long long)pid);
+		nfd = open(nsp, O_RDONLY | O_CLOEXEC);
+		if (nfd >= 0 && (fstat(nfd, &st) < 0 || st.st_ino == self_st.st_ino)) {
 			close(nfd);
+			nfd = -1;
 		}
 	}
-	return o;
+	if (nfd < 0) {
+		x->setting_up = true;
+		return;
+	}
+	x->netns_inode = (uint64_t)st.st_ino;
+	if (setns(nfd, CLONE_NEWNET) == 0) {
+		int n = bk_netns_list(x->ifaces, BK_MAX_IFACES);
+		if (setns(e->self_netns, CLONE_NEWNET) < 0)
+			abort();
+		x->have_ifaces = true;
+		x->n_ifaces = n < 0 ? 0 : n < BK_MAX_IFACES ? n : BK_MAX_IFACES;
+	}
+	close(nfd);
 }
 
-cJSON *bk_obs_pod_report(struct bk_agent *a, const struct bk_pod *p)
+/* One live exec cgroup of a pod, read back from the kernel. */
+static void read_exec(struct bk_agent *a, const char *v2dir, const char *rel, struct bk_obs_exec *x)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "pod", p->pod_name);
-	cJSON_AddStringToObject(o, "namespace", p->pod_namespace);
-	cJSON_AddStringToObject(o, "pod_uid", p->pod_uid);
-	cJSON_AddStringToObject(o, "sandbox_container_id", p->sandbox.id);
-	cJSON_AddNumberToObject(o, "uid", p->uid);
-	cJSON_AddBoolToObject(o, "node_safe", a->node_safe);
-	char err[256] = "";
-	const struct bk_profile *prof =
-		bk_policy_select(&a->cfg.policy, p->pod_namespace, p->pod_name, p->policy_annotation, err, sizeof(err));
-	if (prof) {
-		cJSON_AddStringToObject(o, "policy", prof->name);
-		char txt[16384];
-		int n = bk_policy_canon(&a->cfg.policy, prof, txt, sizeof(txt));
-		unsigned char md[32];
-		unsigned int ml;
-		EVP_Digest(txt, n > 0 ? (size_t)n : 0, md, &ml, EVP_sha256(), NULL);
-		char hex[65];
-		for (int i = 0; i < 32; i++)
-			snprintf(hex + 2 * i, 3, "%02x", md[i]);
-		cJSON_AddStringToObject(o, "profile_digest", hex);
-		cJSON *layers = cJSON_AddObjectToObject(o, "layers");
-		cJSON_AddStringToObject(layers, "netns", a->cfg.layer_netns && prof->fresh_netns ? "fresh" : "pod");
-		cJSON_AddBoolToObject(layers, "bpf", a->engine.filter != NULL);
-		cJSON_AddBoolToObject(layers, "cgroup", true);
-	} else
-		cJSON_AddStringToObject(o, "policy_error", err);
-	if (a->engine.filter) {
-		cJSON *progs = cJSON_AddArrayToObject(o, "bpf_programs");
-		const struct bk_prog_desc *pd = bk_filter_progs(a->engine.filter);
-		for (int i = 0; i < BK_NPROGS; i++) {
-			char path[600];
-			snprintf(path, sizeof(path), "%s/%s", a->cfg.bpffs, pd[i].name);
-			int fd = bpf_obj_get(path);
-			cJSON *pj;
-			if (fd >= 0) {
-				struct bpf_prog_info info = { 0 };
-				__u32 l = sizeof(info);
-				bpf_obj_get_info_by_fd(fd, &info, &l);
-				close(fd);
-				pj = prog_json(info.id);
-			} else {
-				pj = cJSON_CreateObject();
-				cJSON_AddStringToObject(pj, "prog", pd[i].name);
-				cJSON_AddStringToObject(pj, "error", "not pinned");
-			}
-			cJSON_AddStringToObject(pj, "pinned", path);
-			cJSON_AddItemToArray(progs, pj);
-		}
-		cJSON *maps = cJSON_AddArrayToObject(o, "bpf_maps");
-		static const char *const names[] = { "bk_policy", "bk_allow4", "bk_allow6", "bk_deny4", "bk_deny6", "bk_local" };
-		for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-			cJSON_AddItemToArray(maps, map_json(a->cfg.bpffs, names[i]));
+	struct bk_engine *e = &a->engine;
+	memset(x, 0, sizeof(*x));
+	snprintf(x->cgroup, sizeof(x->cgroup), "%s", v2dir);
+	uint64_t id = 0;
+	if (bk_cgroup_id(v2dir, &id) == 0) {
+		x->have_cgroup_id = true;
+		x->cgroup_id = id;
 	}
-	cJSON *execs = cJSON_AddArrayToObject(o, "live_execs");
+	_cleanup_close_ int cfd = open(v2dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cfd >= 0 && e->filter)
+		read_attached(e->filter, cfd, x);
+	if (e->filter)
+		read_policy_entry(a, id, x);
+	/* limits, v2 or v1 */
+	if (e->mounts.v2_pids) {
+		read_value(&x->pids_max, v2dir, "pids.max");
+		read_value(&x->pids_current, v2dir, "pids.current");
+	} else if (e->mounts.pids[0]) {
+		char d[4200];
+		snprintf(d, sizeof(d), "%s%s", e->mounts.pids, rel);
+		read_value(&x->pids_max, d, "pids.max");
+		read_value(&x->pids_current, d, "pids.current");
+	}
+	if (e->mounts.v2_memory)
+		read_value(&x->memory_max, v2dir, "memory.max");
+	else if (e->mounts.memory[0]) {
+		char d[4200];
+		snprintf(d, sizeof(d), "%s%s", e->mounts.memory, rel);
+		read_value(&x->memory_max, d, "memory.limit_in_bytes");
+	}
+	read_netns(e, v2dir, x);
+}
+
+/* The node's pinned programs and maps. */
+static void read_node_objects(struct bk_agent *a, struct bk_pod_report *o)
+{
+	const struct bk_prog_desc *pd = bk_filter_progs(a->engine.filter);
+	for (int i = 0; i < BK_NPROGS; i++) {
+		struct bk_obs_pinned_prog *pp = &o->progs[i];
+		snprintf(pp->path, sizeof(pp->path), "%s/%s", a->cfg.bpffs, pd[i].name);
+		snprintf(pp->expected, sizeof(pp->expected), "%s", pd[i].name);
+		int fd = bpf_obj_get(pp->path);
+		if (fd >= 0) {
+			struct bpf_prog_info info = { 0 };
+			__u32 l = sizeof(info);
+			bpf_obj_get_info_by_fd(fd, &info, &l);
+			close(fd);
+			pp->pinned = true;
+			read_prog(info.id, &pp->prog);
+		}
+	}
+	static const char *const names[BK_OBS_MAPS] = { "bk_policy", "bk_allow4", "bk_allow6",
+							"bk_deny4",  "bk_deny6",  "bk_local" };
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		read_map(a->cfg.bpffs, names[i], &o->maps[i]);
+	o->node_objects = true;
+}
+
+/* The live exec cgroups under the pod's cgroup. */
+static int read_execs(struct bk_agent *a, const struct bk_pod *p, struct bk_pod_report *o)
+{
 	char dir[4200];
 	snprintf(dir, sizeof(dir), "%s%s", a->engine.mounts.v2, p->pod_v2);
 	DIR *d = opendir(dir);
-	if (d) {
-		struct dirent *de;
-		while ((de = readdir(d))) {
-			if (!startswith(de->d_name, "boxkite-exec-"))
-				continue;
-			char v2[4400], rel[4400];
-			snprintf(v2, sizeof(v2), "%s/%s", dir, de->d_name);
-			snprintf(rel, sizeof(rel), "%s/%s", p->pod_v2, de->d_name);
-			cJSON_AddItemToArray(execs, exec_json(a, v2, rel));
+	if (!d)
+		return 0;
+	size_t cap = 0;
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!startswith(de->d_name, "boxkite-exec-"))
+			continue;
+		if (o->n_execs == cap) {
+			size_t nc = cap ? cap * 2 : 4;
+			struct bk_obs_exec *nx = realloc(o->execs, nc * sizeof(*nx));
+			if (!nx) {
+				r = -ENOMEM;
+				break;
+			}
+			o->execs = nx;
+			cap = nc;
 		}
-		closedir(d);
+		char v2[4400], rel[4400];
+		snprintf(v2, sizeof(v2), "%s/%s", dir, de->d_name);
+		snprintf(rel, sizeof(rel), "%s/%s", p->pod_v2, de->d_name);
+		read_exec(a, v2, rel, &o->execs[o->n_execs++]);
 	}
-	pthread_mutex_lock(&a->stats_lock);
-	cJSON *den = cJSON_AddObjectToObject(o, "denials");
-	for (int i = 0; i < a->n_deny; i++)
-		if (streq(a->deny[i].pod, p->pod_name) && streq(a->deny[i].ns, p->pod_namespace))
-			cJSON_AddNumberToObject(den, a->deny[i].reason, (double)a->deny[i].count);
-	pthread_mutex_unlock(&a->stats_lock);
-	return o;
+	closedir(d);
+	return r;
 }
+
+int bk_obs_pod_report(struct bk_agent *a, const struct bk_pod *p, bool with_node_objects, struct bk_pod_report *o)
+{
+	memset(o, 0, sizeof(*o));
+	snprintf(o->pod, sizeof(o->pod), "%s", p->pod_name);
+	snprintf(o->ns, sizeof(o->ns), "%s", p->pod_namespace);
+	snprintf(o->pod_uid, sizeof(o->pod_uid), "%s", p->pod_uid);
+	snprintf(o->sandbox_id, sizeof(o->sandbox_id), "%s", p->sandbox.id);
+	o->uid = p->uid;
+	o->node_safe = a->node_safe;
+	const struct bk_profile *prof = bk_policy_select(&a->cfg.policy, p->pod_namespace, p->pod_name,
+							 p->policy_annotation, o->policy_error, sizeof(o->policy_error));
+	if (prof) {
+		o->have_policy = true;
+		snprintf(o->policy, sizeof(o->policy), "%s", prof->name);
+		char txt[16384];
+		int n = bk_policy_canon(&a->cfg.policy, prof, txt, sizeof(txt));
+		sha256_hex(txt, n > 0 ? (size_t)n : 0, o->profile_digest);
+		o->netns_fresh = a->cfg.layer_netns && prof->fresh_netns;
+		o->layer_bpf = a->engine.filter != NULL;
+	}
+	if (a->engine.filter && with_node_objects)
+		read_node_objects(a, o);
+	int r = read_execs(a, p, o);
+	pthread_mutex_lock(&a->stats_lock);
+	for (int i = 0; i < a->n_deny && o->n_denials < BK_MAX_DENY_SERIES; i++)
+		if (streq(a->deny[i].pod, p->pod_name) && streq(a->deny[i].ns, p->pod_namespace)) {
+			struct bk_obs_denials *dn = &o->denials[o->n_denials++];
+			snprintf(dn->reason, sizeof(dn->reason), "%s", a->deny[i].reason);
+			dn->count = a->deny[i].count;
+		}
+	pthread_mutex_unlock(&a->stats_lock);
+	return r;
+}
+
+void bk_pod_report_free(struct bk_pod_report *r)
+{
+	free(r->execs);
+	r->execs = NULL;
+	r->n_execs = 0;
+}
+
+/* ---- status ---------------------------------------------------------------------------- */
 
 struct status_ctx {
 	struct bk_agent *a;
-	cJSON *arr;
+	struct bk_node_status *st;
+	size_t cap;
+	int r;
 };
 
 static int status_cb(const struct bk_container_info *ci, void *ud)
@@ -360,91 +350,73 @@ static int status_cb(const struct bk_container_info *ci, void *ud)
 	struct status_ctx *s = ud;
 	if (!streq(ci->name, s->a->cfg.sandbox_container))
 		return 0;
+	struct bk_node_status *st = s->st;
+	if (st->n_sandboxes == s->cap) {
+		size_t nc = s->cap ? s->cap * 2 : 4;
+		struct bk_status_sandbox *ns = realloc(st->sandboxes, nc * sizeof(*ns));
+		if (!ns) {
+			s->r = -ENOMEM;
+			return 0;
+		}
+		st->sandboxes = ns;
+		s->cap = nc;
+	}
+	struct bk_status_sandbox *sb = &st->sandboxes[st->n_sandboxes];
+	memset(sb, 0, sizeof(*sb));
 	struct bk_pod p;
-	char err[512];
 	char name[600];
 	snprintf(name, sizeof(name), "%s/%s", ci->pod_namespace, ci->pod_name);
-	if (bk_pod_by_name(&s->a->cfg, name, &p, err, sizeof(err)) < 0) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "pod", ci->pod_name);
-		cJSON_AddStringToObject(o, "error", err);
-		cJSON_AddItemToArray(s->arr, o);
+	if (bk_pod_by_name(&s->a->cfg, name, &p, sb->error, sizeof(sb->error)) < 0) {
+		snprintf(sb->pod, sizeof(sb->pod), "%s", ci->pod_name);
+		st->n_sandboxes++;
 		return 0;
 	}
-	cJSON *full = bk_obs_pod_report(s->a, &p);
-	/* the summary an operator scans: drop the node-wide BPF object lists */
-	cJSON_DeleteItemFromObject(full, "bpf_programs");
-	cJSON_DeleteItemFromObject(full, "bpf_maps");
-	cJSON_AddItemToArray(s->arr, full);
+	/* the summary an operator scans: without the node-wide BPF object lists */
+	int r = bk_obs_pod_report(s->a, &p, false, &sb->report);
+	sb->resolved = true;
+	st->n_sandboxes++;
+	if (r < 0)
+		s->r = r;
 	bk_pod_release(&p);
 	return 0;
 }
 
-cJSON *bk_obs_status(struct bk_agent *a)
+int bk_obs_status(struct bk_agent *a, struct bk_node_status *o)
 {
-	cJSON *b = cJSON_CreateObject();
-	cJSON_AddStringToObject(b, "version", BK_VERSION);
-	cJSON_AddBoolToObject(b, "node_safe", a->node_safe);
-	cJSON *st = cJSON_AddObjectToObject(b, "selftest");
-	cJSON_AddNumberToObject(st, "runs", (double)a->selftest_runs);
-	cJSON_AddNumberToObject(st, "failures", (double)a->selftest_failures);
-	cJSON_AddNumberToObject(st, "last_success_unix", (double)a->selftest_last_ok);
-	if (!a->node_safe)
-		cJSON_AddStringToObject(st, "error", a->selftest_error);
-	cJSON *layers = cJSON_AddObjectToObject(b, "layers");
-	cJSON_AddBoolToObject(layers, "netns", a->cfg.layer_netns);
-	cJSON_AddBoolToObject(layers, "bpf", a->engine.filter != NULL);
-	cJSON_AddNumberToObject(b, "live_execs", (double)a->engine.live);
-	cJSON_AddNumberToObject(b, "execs_ok", (double)a->execs_ok);
-	cJSON_AddNumberToObject(b, "execs_failed", (double)a->execs_failed);
-	cJSON_AddNumberToObject(b, "refused_callers", (double)a->refused_callers);
-	cJSON_AddNumberToObject(b, "requests", (double)a->requests);
+	memset(o, 0, sizeof(*o));
+	o->node_safe = a->node_safe;
+	o->selftest_runs = a->selftest_runs;
+	o->selftest_failures = a->selftest_failures;
+	o->selftest_last_ok = a->selftest_last_ok;
+	snprintf(o->selftest_error, sizeof(o->selftest_error), "%s", a->selftest_error);
+	o->layer_netns = a->cfg.layer_netns;
+	o->layer_bpf = a->engine.filter != NULL;
+	o->live_execs = a->engine.live;
+	o->execs_ok = a->execs_ok;
+	o->execs_failed = a->execs_failed;
+	o->refused_callers = a->refused_callers;
+	o->requests = a->requests;
 	if (a->engine.filter) {
-		cJSON_AddNumberToObject(b, "denied_total", (double)bk_filter_stat(a->engine.filter, BK_S_DENIED));
-		cJSON_AddNumberToObject(b, "events_lost", (double)bk_filter_stat(a->engine.filter, BK_S_EVENTS_LOST));
-		cJSON_AddNumberToObject(b, "events_suppressed",
-					(double)bk_filter_stat(a->engine.filter, BK_S_EVENTS_SUPPRESSED));
+		o->have_bpf = true;
+		o->denied_total = bk_filter_stat(a->engine.filter, BK_S_DENIED);
+		o->events_lost = bk_filter_stat(a->engine.filter, BK_S_EVENTS_LOST);
+		o->events_suppressed = bk_filter_stat(a->engine.filter, BK_S_EVENTS_SUPPRESSED);
 	}
-	struct status_ctx s = { .a = a, .arr = cJSON_AddArrayToObject(b, "sandboxes") };
+	struct status_ctx s = { .a = a, .st = o };
 	bk_runtime_each(&a->cfg, status_cb, &s);
-	return b;
+	return s.r;
 }
 
-void bk_obs_count_denials(struct bk_agent *a, const struct bk_pod *p, const struct bk_exec_result *r)
+void bk_node_status_free(struct bk_node_status *s)
 {
-	if (!r->denied_total)
-		return;
-	pthread_mutex_lock(&a->stats_lock);
-	uint64_t listed = 0;
-	for (int i = 0; i <= r->n_denied; i++) {
-		const char *reason = i < r->n_denied ? r->denied[i].reason : "unsampled";
-		uint64_t add = 1;
-		if (i == r->n_denied) {
-			add = r->denied_total > listed ? r->denied_total - listed : 0;
-			if (!add)
-				break;
-		}
-		listed += i < r->n_denied ? 1 : 0;
-		int k;
-		for (k = 0; k < a->n_deny; k++)
-			if (streq(a->deny[k].pod, p->pod_name) && streq(a->deny[k].ns, p->pod_namespace) &&
-			    streq(a->deny[k].reason, reason))
-				break;
-		if (k == a->n_deny) {
-			if (a->n_deny == BK_MAX_DENY_SERIES)
-				continue;
-			struct bk_deny_series *s = &a->deny[a->n_deny++];
-			snprintf(s->pod, sizeof(s->pod), "%s", p->pod_name);
-			snprintf(s->ns, sizeof(s->ns), "%s", p->pod_namespace);
-			snprintf(s->reason, sizeof(s->reason), "%s", reason);
-			s->count = 0;
-		}
-		a->deny[k].count += add;
-	}
-	pthread_mutex_unlock(&a->stats_lock);
+	for (size_t i = 0; i < s->n_sandboxes; i++)
+		bk_pod_report_free(&s->sandboxes[i].report);
+	free(s->sandboxes);
+	s->sandboxes = NULL;
+	s->n_sandboxes = 0;
 }
 
-/* ---- verify ---------------------------------------------------------------------- */
+/* ---- verify ---------------------------------------------------------------------------- */
 
 static const char VERIFY_PY[] =
 	"import errno, socket, sys, time\n"
@@ -463,12 +435,115 @@ static const char VERIFY_PY[] =
 	"        r = errno.errorcode.get(e.errno, str(e.errno))\n"
 	"    print('PROBE %s %s %.2f' % (name, r, (time.monotonic() - t0) * 1000), flush=True)\n";
 
-char *bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *args)
+/* What one probe's line says, and which layer stopped it: a BPF denial of
+ * that address, or no route. */
+static void judge_probe(const struct bk_agent *a, int i, const char *so, const struct bk_exec_result *res,
+			struct bk_verify_probe *pr)
 {
-	double hold = 0;
-	const cJSON *h = cJSON_GetObjectItemCaseSensitive(args, "hold");
-	if (cJSON_IsNumber(h) && h->valuedouble >= 0 && h->valuedouble <= 60)
-		hold = h->valuedouble;
+	char key[64];
+	snprintf(pr->result, sizeof(pr->result), "missing");
+	pr->ms = -1;
+	snprintf(key, sizeof(key), "PROBE %s ", bk_target_names[i]);
+	const char *pl = strstr(so, key);
+	if (pl)
+		sscanf(pl + strlen(key), "%31s %lf", pr->result, &pr->ms);
+	int fam;
+	unsigned char ad[16];
+	uint16_t port;
+	char as[INET6_ADDRSTRLEN] = "";
+	if (bk_parse_target(a->cfg.targets[i], &fam, ad, &port) == 0)
+		inet_ntop(fam, ad, as, sizeof(as));
+	bool bpf_denied = false;
+	for (int k = 0; k < res->n_denied; k++)
+		if (streq(res->denied[k].dst, as))
+			bpf_denied = true;
+	const char *r = pr->result;
+	pr->layer = "none";
+	pr->stopped = false;
+	if (streq(r, "EPERM") && bpf_denied)
+		pr->layer = "bpf", pr->stopped = true;
+	else if (streq(r, "ENETUNREACH") || streq(r, "EHOSTUNREACH"))
+		pr->layer = res->fresh_netns ? "netns" : "routing", pr->stopped = true;
+	else if (streq(r, "EPERM") || streq(r, "EACCES"))
+		pr->layer = "bpf", pr->stopped = true;
+	if (pr->stopped && pr->ms > 1000)
+		pr->stopped = false; /* a slow failure looks like a hang to a caller */
+}
+
+/* The verdict from what the command saw and the exec's receipt. */
+static void judge(const struct bk_agent *a, int nprobe, const struct bk_exec_result *res, struct bk_verify_result *v)
+{
+	_cleanup_free_ char *so = strndup(res->out ? res->out : "", res->out ? res->outlen : 0);
+	if (!so) {
+		snprintf(v->error, sizeof(v->error), "out of memory");
+		return;
+	}
+	v->ran = true;
+	snprintf(v->exec_id, sizeof(v->exec_id), "%s", res->exec_id);
+	snprintf(v->policy, sizeof(v->policy), "%s", res->policy);
+	v->passed = true;
+	/* netns: what the command itself saw */
+	const char *il = strstr(so, "IFACES ");
+	if (il)
+		sscanf(il + 7, "%255s", v->netns.interfaces);
+	v->netns.fresh = res->fresh_netns;
+	v->netns.held = !res->fresh_netns || streq(v->netns.interfaces, "lo");
+	if (!v->netns.held)
+		v->passed = false;
+	v->bpf.programs_attached = res->n_progs;
+	v->bpf.held_to_end = res->bpf_held;
+	v->bpf.held = res->n_progs == BK_NPROGS && res->bpf_held;
+	if (!v->bpf.held)
+		v->passed = false;
+	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
+		struct bk_verify_probe *pr = &v->probes[i];
+		pr->target = bk_target_names[i];
+		snprintf(pr->address, sizeof(pr->address), "%s", a->cfg.targets[i]);
+		if (i >= nprobe) {
+			snprintf(pr->result, sizeof(pr->result), "skipped");
+			pr->ms = 0;
+			pr->layer = "profile allows public egress";
+			pr->stopped = true;
+			continue;
+		}
+		judge_probe(a, i, so, res, pr);
+		if (!pr->stopped)
+			v->passed = false;
+	}
+}
+
+/* The verify line: the verdict's fields, each probe an object under its
+ * target's name (the logger has no arrays). */
+static void log_verify(const struct bk_pod *p, const struct bk_verify_result *v)
+{
+	struct log_field pf[BK_VERIFY_PROBES][7];
+	struct log_field probes[BK_VERIFY_PROBES + 1];
+	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
+		const struct bk_verify_probe *pr = &v->probes[i];
+		pf[i][0] = LS("target", pr->target);
+		pf[i][1] = LS("address", pr->address);
+		pf[i][2] = LS("result", pr->result);
+		pf[i][3] = LD("ms", pr->ms);
+		pf[i][4] = LS("layer", pr->layer);
+		pf[i][5] = LB("stopped", pr->stopped);
+		pf[i][6] = LEND;
+		probes[i] = (struct log_field){ .key = pr->target, .type = LF_OBJ, .o = pf[i] };
+	}
+	probes[BK_VERIFY_PROBES] = LEND;
+	log_at(v->passed ? LOG_INFO : LOG_ERROR, "verify", LS("pod", p->pod_name), LS("namespace", p->pod_namespace),
+	       LS("exec_id", v->exec_id), LS("policy", v->policy),
+	       LO("layers",
+		  LO("netns", LS("mode", v->netns.fresh ? "fresh" : "pod"), LS("interfaces", v->netns.interfaces),
+		     LB("held", v->netns.held)),
+		  LO("bpf", LI("programs_attached", v->bpf.programs_attached), LB("held_to_end", v->bpf.held_to_end),
+		     LB("held", v->bpf.held))),
+	       ((struct log_field){ .key = "probes", .type = LF_OBJ, .o = probes }), LB("passed", v->passed));
+}
+
+int bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, double hold, int client_fd,
+		  struct bk_verify_result *out, struct bk_error *err)
+{
+	memset(out, 0, sizeof(*out));
 	/* python3 -c SCRIPT HOLD name,fam,addr,port... through the normal exec path */
 	char cmd[8192];
 	size_t off = (size_t)snprintf(cmd, sizeof(cmd), "exec python3 -c \"$BK_VERIFY\" %.1f", hold);
@@ -484,121 +559,43 @@ char *bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *arg
 		uint16_t port;
 		char as[INET6_ADDRSTRLEN];
 		if (bk_parse_target(a->cfg.targets[i], &fam, ad, &port) < 0)
-			return bk_api_error(500, "bad_config", "verify target %s is not addr:port", bk_target_names[i]);
+			return bk_fail(err, -EINVAL, "config", "verify target %s is not addr:port", bk_target_names[i]);
 		inet_ntop(fam, ad, as, sizeof(as));
 		off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " %s,%c,%s,%u", bk_target_names[i],
 					fam == AF_INET ? '4' : '6', as, port);
 	}
 	/* the script travels in the environment of this one exec (not a secret) */
-	cJSON *ea = cJSON_CreateObject();
-	cJSON_AddStringToObject(ea, "command", cmd);
-	cJSON_AddNumberToObject(ea, "timeout", 30 + (int)hold);
-	cJSON *env = cJSON_AddObjectToObject(ea, "secret_env");
-	cJSON_AddStringToObject(env, "BK_VERIFY", VERIFY_PY);
-	char *resp = bk_api_exec(a, p, ea);
-	cJSON_Delete(ea);
-	cJSON *r = resp ? cJSON_Parse(resp) : NULL;
-	free(resp);
-	const cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "status");
-	cJSON *body = cJSON_GetObjectItemCaseSensitive(r, "body");
-	cJSON *out = cJSON_CreateObject();
-	cJSON_AddStringToObject(out, "pod", p->pod_name);
-	cJSON_AddStringToObject(out, "namespace", p->pod_namespace);
-	if (!cJSON_IsNumber(st) || st->valueint != 200) {
+	struct bk_exec_args ea = {
+		.command = cmd,
+		.timeout = 30 + (uint32_t)hold,
+		.secret_names = { "BK_VERIFY" },
+		.secret_values = { VERIFY_PY },
+		.nsecrets = 1,
+		.client_fd = client_fd,
+	};
+	/* the limit /exec would have applied to these arguments */
+	if (ea.timeout > a->cfg.timeout_max) {
+		snprintf(out->error, sizeof(out->error), "\"timeout\" must be an integer from 1 to %u seconds",
+			 a->cfg.timeout_max);
+		return 0;
+	}
+	struct bk_exec_result *res = calloc(1, sizeof(*res));
+	if (!res) {
+		snprintf(out->error, sizeof(out->error), "exec failed");
+		return 0;
+	}
+	struct bk_refusal ref;
+	memset(&ref, 0, sizeof(ref));
+	if (bk_session_exec(a, p, &ea, res, &ref) < 0) {
 		/* the context itself could not be built: that is a failed verify */
-		cJSON_AddBoolToObject(out, "passed", false);
-		cJSON *det = cJSON_GetObjectItemCaseSensitive(body, "detail");
-		cJSON_AddStringToObject(out, "error", cJSON_IsString(det) ? det->valuestring : "exec failed");
-		cJSON_Delete(r);
-		return bk_api_respond(200, out);
+		snprintf(out->error, sizeof(out->error), "%s", ref.err.msg[0] ? ref.err.msg : "exec failed");
+		free(res);
+		return 0;
 	}
-	const cJSON *iso = cJSON_GetObjectItemCaseSensitive(body, "isolation");
-	const cJSON *stdout_ = cJSON_GetObjectItemCaseSensitive(body, "stdout");
-	const cJSON *denied = cJSON_GetObjectItemCaseSensitive(body, "denied");
-	bool fresh = streq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(iso, "netns")) ?: "", "fresh");
-	bool held = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(iso, "bpf_held_to_end"));
-	int nprogs = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(iso, "bpf"));
-	cJSON_AddStringToObject(out, "exec_id", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "exec_id")) ?: "");
-	cJSON_AddStringToObject(out, "policy", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(iso, "policy")) ?: "");
-	bool passed = true;
-	cJSON *layers = cJSON_AddObjectToObject(out, "layers");
-	/* netns: what the command itself saw */
-	char ifaces[256] = "";
-	const char *so = cJSON_GetStringValue(stdout_) ?: "";
-	const char *il = strstr(so, "IFACES ");
-	if (il)
-		sscanf(il + 7, "%255s", ifaces);
-	cJSON *ln = cJSON_AddObjectToObject(layers, "netns");
-	cJSON_AddStringToObject(ln, "mode", fresh ? "fresh" : "pod");
-	cJSON_AddStringToObject(ln, "interfaces", ifaces);
-	bool netns_ok = !fresh || streq(ifaces, "lo");
-	cJSON_AddBoolToObject(ln, "held", netns_ok);
-	if (!netns_ok)
-		passed = false;
-	cJSON *lb = cJSON_AddObjectToObject(layers, "bpf");
-	cJSON_AddNumberToObject(lb, "programs_attached", nprogs);
-	cJSON_AddBoolToObject(lb, "held_to_end", held);
-	bool bpf_ok = nprogs == BK_NPROGS && held;
-	cJSON_AddBoolToObject(lb, "held", bpf_ok);
-	if (!bpf_ok)
-		passed = false;
-	cJSON *probes = cJSON_AddArrayToObject(out, "probes");
-	for (int i = 0; i < 4; i++) {
-		char key[64], res[32] = "missing";
-		if (i >= nprobe) {
-			cJSON *pj = cJSON_CreateObject();
-			cJSON_AddStringToObject(pj, "target", bk_target_names[i]);
-			cJSON_AddStringToObject(pj, "address", a->cfg.targets[i]);
-			cJSON_AddStringToObject(pj, "result", "skipped");
-			cJSON_AddNumberToObject(pj, "ms", 0);
-			cJSON_AddStringToObject(pj, "layer", "profile allows public egress");
-			cJSON_AddBoolToObject(pj, "stopped", true);
-			cJSON_AddItemToArray(probes, pj);
-			continue;
-		}
-		double ms = -1;
-		snprintf(key, sizeof(key), "PROBE %s ", bk_target_names[i]);
-		const char *pl = strstr(so, key);
-		if (pl)
-			sscanf(pl + strlen(key), "%31s %lf", res, &ms);
-		cJSON *pj = cJSON_CreateObject();
-		cJSON_AddStringToObject(pj, "target", bk_target_names[i]);
-		cJSON_AddStringToObject(pj, "address", a->cfg.targets[i]);
-		cJSON_AddStringToObject(pj, "result", res);
-		cJSON_AddNumberToObject(pj, "ms", ms);
-		/* which layer stopped it: a BPF denial of that address, or no route */
-		int fam;
-		unsigned char ad[16];
-		uint16_t port;
-		char as[INET6_ADDRSTRLEN] = "";
-		if (bk_parse_target(a->cfg.targets[i], &fam, ad, &port) == 0)
-			inet_ntop(fam, ad, as, sizeof(as));
-		bool bpf_denied = false;
-		const cJSON *dj;
-		cJSON_ArrayForEach(dj, denied)
-		{
-			const char *dst = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dj, "dst"));
-			if (dst && streq(dst, as))
-				bpf_denied = true;
-		}
-		const char *layer = "none";
-		bool stopped = false;
-		if (streq(res, "EPERM") && bpf_denied)
-			layer = "bpf", stopped = true;
-		else if (streq(res, "ENETUNREACH") || streq(res, "EHOSTUNREACH"))
-			layer = fresh ? "netns" : "routing", stopped = true;
-		else if (streq(res, "EPERM") || streq(res, "EACCES"))
-			layer = "bpf", stopped = true;
-		if (stopped && ms > 1000)
-			stopped = false; /* a slow failure looks like a hang to a caller */
-		cJSON_AddStringToObject(pj, "layer", layer);
-		cJSON_AddBoolToObject(pj, "stopped", stopped);
-		if (!stopped)
-			passed = false;
-		cJSON_AddItemToArray(probes, pj);
-	}
-	cJSON_AddBoolToObject(out, "passed", passed);
-	cJSON_Delete(r);
-	bk_log_obj(passed ? "info" : "error", "verify", cJSON_Duplicate(out, true));
-	return bk_api_respond(200, out);
+	judge(a, nprobe, res, out);
+	bk_exec_result_free(res);
+	free(res);
+	if (out->ran)
+		log_verify(p, out);
+	return 0;
 }

@@ -1,19 +1,202 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Observable isolation: reports read back from the kernel at the moment
- * they are asked for (inspect, status, /isolation), verify (probes from a
- * real exec context of a sandbox), and the node self-test that marks the
- * node unsafe when a layer does not hold. */
+/* agent/observe/: observable isolation. Nothing here builds JSON: each
+ * report is a typed snapshot that agent/api/observe.c turns into a
+ * response.
+ *
+ *   observe.c   reports read back from the kernel at the moment they are
+ *               asked for (inspect and /isolation: struct bk_pod_report;
+ *               status: struct bk_node_status) and verify (probes from a
+ *               real exec context of a sandbox, through the exec bracket:
+ *               struct bk_verify_result)
+ *   selftest.c  the node self-test that marks the node unsafe when a layer
+ *               does not hold (at start and periodically)
+ *   metrics.c   Prometheus text metrics and the readiness endpoint
+ *               (metrics.h)
+ *
+ * A report says what the kernel holds now (attached programs, the policy
+ * map entry, cgroup limit files, the interfaces of an exec's namespace),
+ * never what the agent believes it set up. */
 #pragma once
-#include "agent/api/api.h"
+#include <linux/bpf.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdint.h>
 
-cJSON *bk_obs_pod_report(struct bk_agent *a, const struct bk_pod *p);
-cJSON *bk_obs_status(struct bk_agent *a);
-char *bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *args);
+#include "agent/agent.h"
+#include "lib/err.h"
+
+/* ---- inspect / isolation ------------------------------------------------------------ */
+
+/* A BPF program as the kernel describes it. */
+struct bk_obs_prog {
+	uint32_t id;
+	bool known;                        /* the kernel still has it: name and tag were read */
+	char name[BPF_OBJ_NAME_LEN + 1];
+	char tag[17];
+};
+
+/* One of the node's pinned programs. */
+struct bk_obs_pinned_prog {
+	char path[600];
+	bool pinned;                       /* false: nothing pinned at path */
+	char expected[64];                 /* the program that should be there */
+	struct bk_obs_prog prog;           /* when pinned */
+};
+
+#define BK_OBS_MAPS 6
+
+/* One pinned map: sha256 over its sorted key||value entries. */
+struct bk_obs_map {
+	char name[16];
+	char pinned[600];
+	bool open_failed;                  /* the map could not be opened: */
+	int open_errno;                    /* ... errno */
+	bool have_id;                      /* its info was read */
+	uint32_t id;
+	bool digested;
+	uint64_t entries;
+	char digest[65];
+};
+
+/* A value of a cgroup limit file: a number, or its text ("max"). */
+struct bk_obs_value {
+	bool present;                      /* the file was read */
+	bool is_num;
+	uint64_t num;
+	char text[65];
+};
+
+/* The exec's entry in the policy map. */
+struct bk_obs_policy_entry {
+	uint32_t profile_id;
+	bool named;                        /* a configured profile has that id */
+	char profile[64];
+	bool loopback, dns, icmp;
+};
+
+/* One live exec cgroup of a pod, read back from the kernel. */
+struct bk_obs_exec {
+	char cgroup[4400];
+	bool have_cgroup_id;
+	uint64_t cgroup_id;
+	bool have_bpf;                     /* the attached programs were queried */
+	struct bk_obs_prog bpf[BK_NPROGS * 16];
+	int n_bpf;
+	bool bpf_complete;                 /* each of our programs is attached */
+	bool have_policy;                  /* the BPF layer is on: policy_entry is reported */
+	bool policy_found;                 /* ... and the map holds one (else null) */
+	struct bk_obs_policy_entry policy;
+	struct bk_obs_value pids_max, pids_current, memory_max;
+	bool have_procs;                   /* cgroup.procs was read */
+	int processes;
+	bool setting_up;                   /* no process has left the agent's netns yet */
+	uint64_t netns_inode;
+	bool have_ifaces;                  /* the namespace was entered and listed */
+	char ifaces[BK_MAX_IFACES][IFNAMSIZ];
+	int n_ifaces;
+};
+
+struct bk_obs_denials {
+	char reason[24];
+	uint64_t count;
+};
+
+struct bk_pod_report {
+	char pod[256], ns[256], pod_uid[BK_UID_LEN + 1], sandbox_id[BK_ID_MAX + 1];
+	uint32_t uid;
+	bool node_safe;
+	bool have_policy;                  /* else policy_error */
+	char policy[64];
+	char policy_error[256];
+	char profile_digest[65];
+	bool netns_fresh;                  /* layers */
+	bool layer_bpf;
+	bool node_objects;                 /* progs and maps were read (the BPF layer is on) */
+	struct bk_obs_pinned_prog progs[BK_NPROGS];
+	struct bk_obs_map maps[BK_OBS_MAPS];
+	struct bk_obs_exec *execs;
+	size_t n_execs;
+	struct bk_obs_denials denials[BK_MAX_DENY_SERIES];
+	int n_denials;
+};
+
+/* The isolation of one sandbox pod, from the kernel. with_node_objects:
+ * also the node's pinned programs and map digests. 0 or -ENOMEM; free
+ * with bk_pod_report_free() either way. */
+int bk_obs_pod_report(struct bk_agent *a, const struct bk_pod *p, bool with_node_objects, struct bk_pod_report *out);
+void bk_pod_report_free(struct bk_pod_report *r);
+
+/* ---- status ----------------------------------------------------------------------------- */
+
+struct bk_status_sandbox {
+	bool resolved;                     /* else pod and error */
+	char pod[256];
+	char error[512];
+	struct bk_pod_report report;       /* without the node's BPF objects */
+};
+
+struct bk_node_status {
+	bool node_safe;
+	uint64_t selftest_runs, selftest_failures;
+	int64_t selftest_last_ok;
+	char selftest_error[512];
+	bool layer_netns, layer_bpf;
+	uint64_t live_execs, execs_ok, execs_failed, refused_callers, requests;
+	bool have_bpf;                     /* the BPF layer's counters below */
+	uint64_t denied_total, events_lost, events_suppressed;
+	struct bk_status_sandbox *sandboxes;
+	size_t n_sandboxes;
+};
+
+/* The node and every sandbox pod on it. 0 or -ENOMEM; free with
+ * bk_node_status_free() either way. */
+int bk_obs_status(struct bk_agent *a, struct bk_node_status *out);
+void bk_node_status_free(struct bk_node_status *s);
+
+/* ---- verify ------------------------------------------------------------------------------ */
+
+#define BK_VERIFY_PROBES 4
+
+struct bk_verify_probe {
+	const char *target;                /* bk_target_names[i] */
+	char address[64];                  /* the configured addr:port */
+	char result[32];                   /* connected, timeout, EPERM, ..., missing, skipped */
+	double ms;                         /* -1: no answer */
+	const char *layer;                 /* the layer that stopped it, "none" */
+	bool stopped;
+};
+
+struct bk_verify_result {
+	bool ran;                          /* false: the exec context could not be built (error) */
+	char error[BK_ERRMSG_MAX];
+	char exec_id[24];
+	char policy[64];
+	struct {
+		bool fresh;
+		char interfaces[256];          /* what the command itself saw */
+		bool held;
+	} netns;
+	struct {
+		int programs_attached;
+		bool held_to_end;
+		bool held;
+	} bpf;
+	struct bk_verify_probe probes[BK_VERIFY_PROBES];
+	bool passed;
+};
+
+/* Probe the verify targets from a real exec context of the pod (through
+ * the exec bracket, like any exec), holding it hold seconds (0..60) first;
+ * client_fd is the requester's connection (its hang-up kills the exec).
+ * 0 when out describes the verify (passed or not; logged as "verify"),
+ * -EINVAL when a configured target is not addr:port (err says which). */
+int bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, double hold, int client_fd,
+		  struct bk_verify_result *out, struct bk_error *err);
+
+/* ---- the self-test ------------------------------------------------------------------------- */
+
 /* One self-test now (updates a->node_safe); 0 when it passed. */
 int bk_selftest_run(struct bk_agent *a);
 /* Start the periodic self-test thread. */
 int bk_selftest_start(struct bk_agent *a);
 void bk_selftest_stop(void);
-/* Record an exec's denials in the per-sandbox/per-reason counters. */
-void bk_obs_count_denials(struct bk_agent *a, const struct bk_pod *p, const struct bk_exec_result *r);
-int bk_parse_target(const char *s, int *family, unsigned char addr[16], uint16_t *port);

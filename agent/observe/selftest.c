@@ -7,7 +7,10 @@
  * machine. Any probe that is not refused by BPF, or a layer that cannot be
  * built, marks the node unsafe: execs are refused until a later run passes. */
 #include "agent/observe/observe.h"
+#include "agent/parse/target.h"
+#include "lib/err.h"
 #include "lib/log.h"
+#include "lib/missing.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -21,15 +24,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
-
-#ifndef CLONE_INTO_CGROUP
-#define CLONE_INTO_CGROUP 0x200000000ULL
-#endif
-#ifndef P_PIDFD
-#define P_PIDFD 3
-#endif
-
-#define ST_ERR(...) snprintf(err, errlen, __VA_ARGS__)
 
 struct target {
 	int family;
@@ -75,9 +69,8 @@ static int probe_once(struct bk_agent *a, int cg_fd, uint64_t cgid, int netns_fd
 	struct bk_policy pol = { .flags = 0, .profile = prof->id };
 	int r = bk_filter_attach(e->filter, cg_fd, cgid, "5e1f7e57", pol, &att, ferr, sizeof(ferr));
 	if (r < 0) {
-		ST_ERR("bpf: cannot attach the filters to the self-test cgroup: %s", ferr);
 		bk_filter_detach(e->filter, &att);
-		return r;
+		return bk_fail_buf(err, errlen, r, "bpf: cannot attach the filters to the self-test cgroup: %s", ferr);
 	}
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0) {
@@ -105,17 +98,17 @@ static int probe_once(struct bk_agent *a, int cg_fd, uint64_t cgid, int netns_fd
 	close(p[0]);
 	bk_filter_detach(e->filter, &att);
 	if (pid < 0) {
-		ST_ERR("cgroup: cannot start a probe in the self-test cgroup: %s", strerror(clone_errno));
-		return -EIO;
+		return bk_fail_buf(err, errlen, -EIO, "cgroup: cannot start a probe in the self-test cgroup: %s",
+				   strerror(clone_errno));
 	}
 	for (int i = 0; i < n; i++) {
 		if (res[i] == EPERM)
 			continue;
 		char as[INET6_ADDRSTRLEN];
 		inet_ntop(t[i].family, t[i].addr, as, sizeof(as));
-		ST_ERR("bpf: probe to %s (%s:%u) under profile %s was not refused by BPF (%s)", t[i].name, as, t[i].port,
-		       prof->name, res[i] < 0 ? "no answer" : res[i] == 0 ? "connected" : strerror(res[i]));
-		return -EPERM;
+		return bk_fail_buf(err, errlen, -EPERM, "bpf: probe to %s (%s:%u) under profile %s was not refused by BPF (%s)",
+				   t[i].name, as, t[i].port, prof->name,
+				   res[i] < 0 ? "no answer" : res[i] == 0 ? "connected" : strerror(res[i]));
 	}
 	return 0;
 }
@@ -140,20 +133,19 @@ static int selftest_once(struct bk_agent *a, char *err, size_t errlen)
 	if (a->cfg.layer_netns) {
 		_cleanup_close_ int fd = bk_engine_fresh_netns(e);
 		if (fd < 0) {
-			ST_ERR("netns: cannot create a network namespace: %s", strerror(-fd));
-			return fd;
+			return bk_fail_buf(err, errlen, fd, "netns: cannot create a network namespace: %s", strerror(-fd));
 		}
 		if (setns(fd, CLONE_NEWNET) < 0) {
-			ST_ERR("netns: cannot enter a fresh network namespace: %s", strerror(errno));
-			return -errno;
+			int e2 = errno;
+			return bk_fail_buf(err, errlen, -e2, "netns: cannot enter a fresh network namespace: %s", strerror(e2));
 		}
 		char names[BK_MAX_IFACES][IFNAMSIZ];
 		int n = bk_netns_list(names, BK_MAX_IFACES);
 		if (setns(e->self_netns, CLONE_NEWNET) < 0)
 			abort();
 		if (n != 1 || !streq(names[0], "lo")) {
-			ST_ERR("netns: a fresh network namespace does not hold exactly lo (%d interfaces)", n);
-			return -EEXIST;
+			return bk_fail_buf(err, errlen, -EEXIST,
+					   "netns: a fresh network namespace does not hold exactly lo (%d interfaces)", n);
 		}
 	}
 	if (!e->filter)
@@ -162,15 +154,14 @@ static int selftest_once(struct bk_agent *a, char *err, size_t errlen)
 	for (int i = 0; i < 4; i++) {
 		t[i].name = bk_target_names[i];
 		if (bk_parse_target(a->cfg.targets[i], &t[i].family, t[i].addr, &t[i].port) < 0) {
-			ST_ERR("config: verify target %s is not addr:port", bk_target_names[i]);
-			return -EINVAL;
+			return bk_fail_buf(err, errlen, -EINVAL, "config: verify target %s is not addr:port",
+					   bk_target_names[i]);
 		}
 	}
 	/* the probe namespace: every target is a local address there */
 	_cleanup_close_ int pns = bk_engine_fresh_netns(e);
 	if (pns < 0) {
-		ST_ERR("netns: cannot create the probe namespace: %s", strerror(-pns));
-		return pns;
+		return bk_fail_buf(err, errlen, pns, "netns: cannot create the probe namespace: %s", strerror(-pns));
 	}
 	if (setns(pns, CLONE_NEWNET) < 0)
 		return -errno;
@@ -180,23 +171,21 @@ static int selftest_once(struct bk_agent *a, char *err, size_t errlen)
 	if (setns(e->self_netns, CLONE_NEWNET) < 0)
 		abort();
 	if (r < 0 && r != -EEXIST) {
-		ST_ERR("netns: cannot add the probe addresses: %s", strerror(-r));
-		return r;
+		return bk_fail_buf(err, errlen, r, "netns: cannot add the probe addresses: %s", strerror(-r));
 	}
 	const char *base = strrchr(a->cfg.bpffs, '/');
 	char cg[700];
 	snprintf(cg, sizeof(cg), "%s/%s-selftest", e->mounts.v2, base ? base + 1 : "boxkite");
 	rmdir(cg);
 	if (mkdir(cg, 0700) < 0) {
-		ST_ERR("cgroup: cannot create %s: %s", cg, strerror(errno));
-		return -errno;
+		int e2 = errno;
+		return bk_fail_buf(err, errlen, -e2, "cgroup: cannot create %s: %s", cg, strerror(e2));
 	}
 	_cleanup_close_ int cfd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	uint64_t cgid = 0;
 	if (cfd < 0 || bk_cgroup_id(cg, &cgid) < 0) {
-		ST_ERR("cgroup: cannot open %s", cg);
 		rmdir(cg);
-		return -EIO;
+		return bk_fail_buf(err, errlen, -EIO, "cgroup: cannot open %s", cg);
 	}
 	/* every profile must deny the metadata endpoint (unless the operator
 	 * overrode it); deny-all profiles must deny every target */

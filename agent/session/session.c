@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/session/session.h"
 #include "agent/files/files.h"
+#include "lib/err.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -19,10 +20,7 @@
 
 struct session {
 	char pod_uid[BK_UID_LEN + 1];
-	char id[BK_SESSION_ID_MAX + 1];
-	char **allowed; /* NULL: unrestricted; else NULL-terminated */
-	uint64_t generation;
-	int64_t configured_at; /* unix seconds */
+	struct bk_session_record rec; /* id, allowed_commands, generation, configured_at */
 	bool busy;             /* a /configure is running for this pod */
 	unsigned setting_up;   /* execs past the session check, not yet spawned */
 };
@@ -63,50 +61,6 @@ static char **strv_copy(char *const *v, int *err)
 	return c;
 }
 
-/* ---- validation (requests and state files alike) ------------------------------------ */
-
-static bool text_ok(const char *s, size_t max, bool allow_space)
-{
-	size_t l = strlen(s);
-	if (l == 0 || l > max)
-		return false;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if (*p < 0x20 || *p == 0x7f || (!allow_space && *p == ' '))
-			return false;
-	return true;
-}
-
-/* Fills *allowed (NULL when absent/null). Returns NULL or a sentence. */
-static const char *parse_allowed(const cJSON *v, char ***allowed)
-{
-	*allowed = NULL;
-	if (!v || cJSON_IsNull(v))
-		return NULL;
-	if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > BK_ALLOWED_MAX)
-		return "\"allowed_commands\" must be an array of at most 256 command names";
-	size_t n = (size_t)cJSON_GetArraySize(v), i = 0;
-	char **out = calloc(n + 1, sizeof(char *));
-	if (!out)
-		return "out of memory";
-	const cJSON *it;
-	cJSON_ArrayForEach(it, v)
-	{
-		/* command names, not paths: the enforcement matches names */
-		if (!cJSON_IsString(it) || !text_ok(it->valuestring, BK_ALLOWED_LEN_MAX, false) ||
-		    strchr(it->valuestring, '/')) {
-			bk_strv_free(out);
-			return "\"allowed_commands\" entries must be command names of 1 to 256 bytes, without '/', "
-			       "spaces or control characters";
-		}
-		if (!(out[i++] = strdup(it->valuestring))) {
-			bk_strv_free(out);
-			return "out of memory";
-		}
-	}
-	*allowed = out;
-	return NULL;
-}
-
 static bool uid_ok(const char *u)
 {
 	size_t l = strlen(u);
@@ -118,7 +72,7 @@ static bool uid_ok(const char *u)
 	return true;
 }
 
-/* ---- persistence ------------------------------------------------------------------------ */
+/* ---- persistence (the format is agent/parse/session_record.c) ---------------------------- */
 
 static int state_path(const struct bk_agent *a, const char *pod_uid, char *out, size_t len)
 {
@@ -143,20 +97,7 @@ static int persist(const struct bk_agent *a, const struct session *s)
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 		rnd = now_ns();
 	snprintf(tmp, sizeof(tmp), "%s.%016llx.tmp", path, (unsigned long long)rnd);
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "pod_uid", s->pod_uid);
-	cJSON_AddStringToObject(o, "session_id", s->id);
-	if (s->allowed) {
-		cJSON *arr = cJSON_AddArrayToObject(o, "allowed_commands");
-		for (char **p = s->allowed; *p; p++)
-			cJSON_AddItemToArray(arr, cJSON_CreateString(*p));
-	} else {
-		cJSON_AddNullToObject(o, "allowed_commands");
-	}
-	cJSON_AddNumberToObject(o, "generation", (double)s->generation);
-	cJSON_AddNumberToObject(o, "configured_at", (double)s->configured_at);
-	_cleanup_free_ char *txt = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
+	_cleanup_free_ char *txt = bk_session_record_encode(s->pod_uid, &s->rec);
 	if (!txt)
 		return -ENOMEM;
 	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -187,26 +128,14 @@ static int load(const struct bk_agent *a, const char *pod_uid, struct session *s
 	size_t len = 0;
 	if ((r = read_file_at(AT_FDCWD, path, STATE_FILE_MAX, &txt, &len)) < 0)
 		return r;
-	cJSON *o = cJSON_ParseWithLength(txt, len);
-	const cJSON *uid = cJSON_GetObjectItemCaseSensitive(o, "pod_uid");
-	const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "session_id");
-	const cJSON *gen = cJSON_GetObjectItemCaseSensitive(o, "generation");
-	const cJSON *at = cJSON_GetObjectItemCaseSensitive(o, "configured_at");
-	char **allowed = NULL;
-	if (!cJSON_IsString(uid) || !streq(uid->valuestring, pod_uid) || !cJSON_IsString(id) ||
-	    !text_ok(id->valuestring, BK_SESSION_ID_MAX, true) || !cJSON_IsNumber(gen) ||
-	    parse_allowed(cJSON_GetObjectItemCaseSensitive(o, "allowed_commands"), &allowed)) {
-		cJSON_Delete(o);
+	struct bk_session_record rec;
+	if (bk_session_record_parse(txt, len, pod_uid, &rec) < 0) {
 		log_warnf("session_state", "ignoring the malformed session state file %s", path);
 		return -EINVAL;
 	}
 	memset(s, 0, sizeof(*s));
 	snprintf(s->pod_uid, sizeof(s->pod_uid), "%s", pod_uid);
-	snprintf(s->id, sizeof(s->id), "%s", id->valuestring);
-	s->allowed = allowed;
-	s->generation = gen->valuedouble > 0 ? (uint64_t)gen->valuedouble : 0;
-	s->configured_at = cJSON_IsNumber(at) ? (int64_t)at->valuedouble : 0;
-	cJSON_Delete(o);
+	s->rec = rec;
 	return 0;
 }
 
@@ -227,21 +156,21 @@ static struct session *find_locked(struct bk_agent *a, const char *pod_uid, bool
 			size_t old = SIZE_MAX;
 			for (size_t i = 0; i < ntab; i++)
 				if (!tab[i].busy && !tab[i].setting_up &&
-				    (old == SIZE_MAX || tab[i].configured_at < tab[old].configured_at))
+				    (old == SIZE_MAX || tab[i].rec.configured_at < tab[old].rec.configured_at))
 					old = i;
 			if (old == SIZE_MAX) {
 				if (have)
-					bk_strv_free(loaded.allowed);
+					bk_session_record_clear(&loaded.rec);
 				return NULL;
 			}
-			bk_strv_free(tab[old].allowed);
+			bk_session_record_clear(&tab[old].rec);
 			tab[old] = tab[--ntab];
 		} else {
 			size_t nc = captab ? captab * 2 : 16;
 			struct session *nt = realloc(tab, nc * sizeof(*tab));
 			if (!nt) {
 				if (have)
-					bk_strv_free(loaded.allowed);
+					bk_session_record_clear(&loaded.rec);
 				return NULL;
 			}
 			tab = nt;
@@ -264,8 +193,8 @@ int bk_session_allowed(struct bk_agent *a, const char *pod_uid, char ***out)
 	pthread_mutex_lock(&lock);
 	struct session *s = find_locked(a, pod_uid, false);
 	int err = 0;
-	if (s && s->allowed)
-		*out = strv_copy(s->allowed, &err);
+	if (s && s->rec.allowed)
+		*out = strv_copy(s->rec.allowed, &err);
 	pthread_mutex_unlock(&lock);
 	return err;
 }
@@ -274,9 +203,9 @@ void bk_session_current(struct bk_agent *a, const char *pod_uid, char *out, size
 {
 	pthread_mutex_lock(&lock);
 	struct session *s = find_locked(a, pod_uid, false);
-	snprintf(out, outlen, "%s", s ? s->id : "");
+	snprintf(out, outlen, "%s", s ? s->rec.session_id : "");
 	if (gen)
-		*gen = s ? s->generation : 0;
+		*gen = s ? s->rec.generation : 0;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -290,27 +219,23 @@ static int kill_execs(struct bk_agent *a, const struct bk_pod *pod, char *err, s
 	int w = snprintf(dir, sizeof(dir), "%s%s%s", a->engine.mounts.v2, pod->pod_v2[0] == '/' ? "" : "/",
 			 pod->pod_v2);
 	if (w < 0 || (size_t)w >= sizeof(dir) || !pod->pod_v2[0]) {
-		snprintf(err, errlen, "the pod has no cgroup v2 path");
-		return -EINVAL;
+		return bk_fail_buf(err, errlen, -EINVAL, "the pod has no cgroup v2 path");
 	}
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
 		int e = errno;
-		snprintf(err, errlen, "cannot open the pod's cgroup %s: %s", dir, strerror(e));
-		return -e;
+		return bk_fail_buf(err, errlen, -e, "cannot open the pod's cgroup %s: %s", dir, strerror(e));
 	}
 	DIR *d = fdopendir(dfd);
 	if (!d) {
 		int e = errno;
 		close(dfd);
-		snprintf(err, errlen, "cannot read the pod's cgroup: %s", strerror(e));
-		return -e;
+		return bk_fail_buf(err, errlen, -e, "cannot read the pod's cgroup: %s", strerror(e));
 	}
 	char (*names)[64] = calloc(KILL_MAX, sizeof(*names));
 	if (!names) {
 		closedir(d);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
+		return bk_fail_buf(err, errlen, -ENOMEM, "out of memory");
 	}
 	int n = 0, failed = 0;
 	struct dirent *de;
@@ -343,30 +268,32 @@ static int kill_execs(struct bk_agent *a, const struct bk_pod *pod, char *err, s
 			usleep(10000);
 	} while (alive && now_ns() < deadline);
 	free(names);
-	if (failed || alive) {
-		snprintf(err, errlen, "%d exec cgroup(s) of the previous session could not be killed",
-			 failed + alive);
-		return -EBUSY;
-	}
+	if (failed || alive)
+		return bk_fail_buf(err, errlen, -EBUSY, "%d exec cgroup(s) of the previous session could not be killed",
+				   failed + alive);
 	return n;
 }
 
 /* ---- /configure ------------------------------------------------------------------------------ */
 
-char *bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
+
+int bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const char *session_id, char **allowed,
+			 struct bk_configure_result *res)
 {
-	const cJSON *sid = cJSON_GetObjectItemCaseSensitive(args, "session_id");
-	if (!cJSON_IsString(sid) || !text_ok(sid->valuestring, BK_SESSION_ID_MAX, true))
-		return bk_api_error(400, "bad_request",
-				    "\"session_id\" must be a string of 1 to %d bytes without control characters",
-				    BK_SESSION_ID_MAX);
-	char **allowed = NULL;
-	const char *bad = parse_allowed(cJSON_GetObjectItemCaseSensitive(args, "allowed_commands"), &allowed);
-	if (bad)
-		return bk_api_error(400, "bad_request", "%s", bad);
+	memset(res, 0, sizeof(*res));
+	/* the API edge validated the request already; checked again because
+	 * the id is written to disk and read back by the next agent */
+	if (!session_id || !bk_session_text_ok(session_id, BK_SESSION_ID_MAX, true)) {
+		bk_strv_free(allowed);
+		res->error = BK_CONFIGURE_BAD_REQUEST;
+		return bk_fail(&res->err, -EINVAL, "",
+			       "\"session_id\" must be a string of 1 to %d bytes without control characters",
+			       BK_SESSION_ID_MAX);
+	}
 	if (!uid_ok(pod->pod_uid)) {
 		bk_strv_free(allowed);
-		return bk_api_error(503, "sandbox_unavailable", "the pod has no usable UID");
+		res->error = BK_CONFIGURE_SANDBOX_UNAVAILABLE;
+		return bk_fail(&res->err, -ENXIO, "", "the pod has no usable UID");
 	}
 	uint64_t t0 = now_ns();
 
@@ -379,7 +306,8 @@ char *bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const c
 	if (!s) {
 		pthread_mutex_unlock(&lock);
 		bk_strv_free(allowed);
-		return bk_api_error(503, "out_of_memory", "no room for another session");
+		res->error = BK_CONFIGURE_OUT_OF_MEMORY;
+		return bk_fail(&res->err, -ENOMEM, "", "no room for another session");
 	}
 	s->busy = true;
 	/* an exec that passed its session check before this /configure began
@@ -390,14 +318,15 @@ char *bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const c
 	pthread_mutex_unlock(&lock);
 
 	char err[512] = "";
-	char *out = NULL;
+	int failed = 0;
 	uint64_t removed = 0, kept = 0;
 	int killed = kill_execs(a, pod, err, sizeof(err));
 	if (killed < 0) {
-		out = bk_api_error(503, "session_reset_failed", "the previous session could not be stopped: %s", err);
-	} else if (bk_files_wipe(a, pod, &removed, &kept, err, sizeof(err)) < 0) {
-		out = bk_api_error(503, "session_reset_failed", "the previous session's data could not be wiped: %s",
-				   err);
+		res->error = BK_CONFIGURE_RESET_FAILED;
+		failed = bk_fail(&res->err, killed, "", "the previous session could not be stopped: %s", err);
+	} else if ((failed = bk_files_wipe(a, pod, &removed, &kept, err, sizeof(err))) < 0) {
+		res->error = BK_CONFIGURE_RESET_FAILED;
+		bk_fail(&res->err, failed, "", "the previous session's data could not be wiped: %s", err);
 	}
 
 	pthread_mutex_lock(&lock);
@@ -405,14 +334,14 @@ char *bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const c
 	s = find_locked(a, pod->pod_uid, true);
 	uint64_t gen = 0;
 	int pr = 0;
-	if (s && !out) {
-		bk_strv_free(s->allowed);
-		s->allowed = allowed;
+	if (s && !failed) {
+		bk_strv_free(s->rec.allowed);
+		s->rec.allowed = allowed;
 		allowed = NULL;
-		snprintf(s->id, sizeof(s->id), "%s", sid->valuestring);
-		s->generation++;
-		s->configured_at = (int64_t)time(NULL);
-		gen = s->generation;
+		snprintf(s->rec.session_id, sizeof(s->rec.session_id), "%s", session_id);
+		s->rec.generation++;
+		s->rec.configured_at = (int64_t)time(NULL);
+		gen = s->rec.generation;
 		pr = persist(a, s);
 	}
 	if (s)
@@ -421,63 +350,33 @@ char *bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const c
 	pthread_mutex_unlock(&lock);
 	bk_strv_free(allowed);
 
-	cJSON *f = cJSON_CreateObject();
-	cJSON_AddStringToObject(f, "pod", pod->pod_name);
-	cJSON_AddStringToObject(f, "namespace", pod->pod_namespace);
-	cJSON_AddStringToObject(f, "pod_uid", pod->pod_uid);
-	cJSON_AddNumberToObject(f, "generation", (double)gen);
-	cJSON_AddNumberToObject(f, "killed_execs", killed > 0 ? killed : 0);
-	cJSON_AddNumberToObject(f, "wiped", (double)removed);
-	cJSON_AddNumberToObject(f, "kept", (double)kept);
-	cJSON_AddNumberToObject(f, "duration_ms", (double)(now_ns() - t0) / 1e6);
-	if (out)
-		cJSON_AddStringToObject(f, "error", err);
-	bk_log_obj(out ? "warn" : "info", "session_configured", f);
+	/* the audit line */
+	const struct log_field f[] = {
+		LS("pod", pod->pod_name),
+		LS("namespace", pod->pod_namespace),
+		LS("pod_uid", pod->pod_uid),
+		LI("generation", gen),
+		LI("killed_execs", killed > 0 ? killed : 0),
+		LI("wiped", removed),
+		LI("kept", kept),
+		LD("duration_ms", (double)(now_ns() - t0) / 1e6),
+		failed ? LS("error", err) : LEND,
+		LEND,
+	};
+	log_emit(failed ? LOG_WARN : LOG_INFO, "session_configured", f);
 	if (pr < 0)
 		log_warnf("session_state", "cannot persist the session of pod %s: %s", pod->pod_uid, strerror(-pr));
-	if (out)
-		return out;
-	if (!s)
-		return bk_api_error(503, "out_of_memory", "no room for another session");
-
-	cJSON *b = cJSON_CreateObject();
-	cJSON_AddStringToObject(b, "status", "configured");
-	cJSON_AddStringToObject(b, "session_id", sid->valuestring);
-	cJSON_AddItemToObject(b, "prefetched_files", cJSON_CreateArray());
-	cJSON_AddNumberToObject(b, "generation", (double)gen);
-	cJSON_AddNumberToObject(b, "killed_execs", killed);
-	cJSON *wp = cJSON_AddObjectToObject(b, "wiped");
-	cJSON_AddNumberToObject(wp, "removed", (double)removed);
-	cJSON_AddNumberToObject(wp, "kept", (double)kept);
-	return bk_api_respond(200, b);
-}
-
-/* ---- /tool-call -------------------------------------------------------------------------------- */
-
-char *bk_tool_call(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
-{
-	/* "session_id" is deliberately never read: the pod's current session
-	 * is the only one a request can act in (SECURITY: a foreign session id
-	 * must have no effect at all). */
-	const cJSON *name = cJSON_GetObjectItemCaseSensitive(args, "tool_name");
-	if (!cJSON_IsString(name) || !name->valuestring[0])
-		return bk_api_error(400, "bad_request", "\"tool_name\" must be a non-empty string");
-	const cJSON *targs = cJSON_GetObjectItemCaseSensitive(args, "arguments");
-	cJSON *empty = NULL;
-	if (!targs || cJSON_IsNull(targs))
-		targs = empty = cJSON_CreateObject();
-	else if (!cJSON_IsObject(targs))
-		return bk_api_error(400, "bad_request", "\"arguments\" must be an object");
-	const char *t = name->valuestring;
-	char *out;
-	if (streq(t, "bash_tool") || streq(t, "bash"))
-		out = bk_api_exec(a, pod, targs);
-	else if (bk_files_is_op(t))
-		out = bk_files_op(a, pod, t, targs);
-	else
-		out = bk_api_error(400, "unknown_tool", "unknown tool \"%.64s\"", t);
-	cJSON_Delete(empty);
-	return out;
+	if (failed)
+		return failed;
+	if (!s) {
+		res->error = BK_CONFIGURE_OUT_OF_MEMORY;
+		return bk_fail(&res->err, -ENOMEM, "", "no room for another session");
+	}
+	res->generation = gen;
+	res->killed_execs = killed;
+	res->removed = removed;
+	res->kept = kept;
+	return 0;
 }
 
 int bk_session_exec_begin(struct bk_agent *a, const char *pod_uid)

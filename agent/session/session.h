@@ -1,5 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Sessions: /configure and /tool-call.
+/* agent/session/: sessions and the exec bracket. No JSON here: the API
+ * edge (agent/api/session.c) parses requests and builds responses; the
+ * session files' format is agent/parse/session_record.c.
+ *
+ *   session.c    one session per pod: /configure (kill the previous
+ *                session's execs, wipe its data, record the new one), the
+ *                session table and its state files, the exec bracket's
+ *                session side (begin/spawned)
+ *   run.c        the exec bracket: the one typed entry point every exec
+ *                goes through (run.h; its request and refusal types in
+ *                exec_args.h)
+ *   allowlist.c  the session's command allowlist, enforced by the strict
+ *                parser and by Landlock's execute allowlist
  *
  * One session per pod, keyed by the pod UID the kernel-derived identity
  * gave (never by anything in a request). /configure starts a new one: every
@@ -11,14 +23,37 @@
  * only one there is. */
 #pragma once
 #include <stdbool.h>
-#include "agent/api/api.h"
+#include <stddef.h>
+#include <stdint.h>
 
-#define BK_SESSION_ID_MAX 256
-#define BK_ALLOWED_MAX 256     /* allowed_commands entries */
-#define BK_ALLOWED_LEN_MAX 256 /* bytes of one entry */
+#include "agent/agent.h"
+#include "agent/parse/session_record.h"
+#include "lib/err.h"
 
-char *bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args);
-char *bk_tool_call(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args);
+/* Why a /configure did not take effect (the API maps each to its status
+ * and code; err.msg is the whole sentence). */
+enum bk_configure_error {
+	BK_CONFIGURE_OK = 0,
+	BK_CONFIGURE_BAD_REQUEST,         /* 400 bad_request */
+	BK_CONFIGURE_SANDBOX_UNAVAILABLE, /* 503 sandbox_unavailable */
+	BK_CONFIGURE_OUT_OF_MEMORY,       /* 503 out_of_memory */
+	BK_CONFIGURE_RESET_FAILED,        /* 503 session_reset_failed */
+};
+
+struct bk_configure_result {
+	enum bk_configure_error error;
+	struct bk_error err;   /* err.msg: the sentence, when error != BK_CONFIGURE_OK */
+	uint64_t generation;   /* the new session's (1 for a pod's first) */
+	int killed_execs;      /* exec cgroups of the previous session killed */
+	uint64_t removed, kept; /* wiped entries; entries the sandbox user could not remove */
+};
+
+/* Start a new session for the pod: kill every exec of the previous one,
+ * wipe its data, record session_id and allowed (NULL: unrestricted; taken
+ * over in every case). Logs the "session_configured" audit line. 0, or
+ * -errno with res->error and res->err saying why. */
+int bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const char *session_id, char **allowed,
+			 struct bk_configure_result *res);
 
 /* allowed_commands of the pod's current session, for the exec path.
  * Returns 0 and *out = NULL when nothing restricts commands (no session,

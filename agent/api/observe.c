@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Keys, their order and their types are the wire format (API.md, and
+ * boxkitectl reads them): each builder follows its report field by field. */
+#include "agent/api/observe.h"
+#include "agent/api/api.h"
+#include "agent/observe/observe.h"
+#include "lib/util.h"
+
+/* ---- inspect / isolation ------------------------------------------------------------ */
+
+static cJSON *prog_json(const struct bk_obs_prog *p)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "id", p->id);
+	if (p->known) {
+		cJSON_AddStringToObject(o, "prog", p->name);
+		cJSON_AddStringToObject(o, "tag", p->tag);
+	}
+	return o;
+}
+
+static cJSON *pinned_prog_json(const struct bk_obs_pinned_prog *pp)
+{
+	cJSON *o;
+	if (pp->pinned) {
+		o = prog_json(&pp->prog);
+	} else {
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "prog", pp->expected);
+		cJSON_AddStringToObject(o, "error", "not pinned");
+	}
+	cJSON_AddStringToObject(o, "pinned", pp->path);
+	return o;
+}
+
+static cJSON *map_json(const struct bk_obs_map *m)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "map", m->name);
+	cJSON_AddStringToObject(o, "pinned", m->pinned);
+	if (m->open_failed) {
+		cJSON_AddStringToObject(o, "error", strerror(m->open_errno));
+		return o;
+	}
+	if (!m->have_id)
+		return o;
+	cJSON_AddNumberToObject(o, "id", m->id);
+	if (m->digested) {
+		cJSON_AddNumberToObject(o, "entries", (double)m->entries);
+		cJSON_AddStringToObject(o, "digest", m->digest);
+	}
+	return o;
+}
+
+/* a limit file's value: a number, or its text ("max") */
+static void add_value(cJSON *o, const char *key, const struct bk_obs_value *v)
+{
+	if (!v->present)
+		return;
+	if (v->is_num)
+		cJSON_AddNumberToObject(o, key, (double)v->num);
+	else
+		cJSON_AddStringToObject(o, key, v->text);
+}
+
+static cJSON *exec_json(const struct bk_obs_exec *x)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "cgroup", x->cgroup);
+	if (x->have_cgroup_id)
+		cJSON_AddNumberToObject(o, "cgroup_id", (double)x->cgroup_id);
+	if (x->have_bpf) {
+		cJSON *arr = cJSON_AddArrayToObject(o, "bpf");
+		for (int i = 0; i < x->n_bpf; i++)
+			cJSON_AddItemToArray(arr, prog_json(&x->bpf[i]));
+		cJSON_AddBoolToObject(o, "bpf_complete", x->bpf_complete);
+	}
+	if (x->have_policy) {
+		if (x->policy_found) {
+			const struct bk_obs_policy_entry *pe = &x->policy;
+			cJSON *pj = cJSON_AddObjectToObject(o, "policy_entry");
+			cJSON_AddNumberToObject(pj, "profile_id", pe->profile_id);
+			if (pe->named)
+				cJSON_AddStringToObject(pj, "profile", pe->profile);
+			cJSON_AddBoolToObject(pj, "loopback", pe->loopback);
+			cJSON_AddBoolToObject(pj, "dns", pe->dns);
+			cJSON_AddBoolToObject(pj, "icmp", pe->icmp);
+		} else {
+			cJSON_AddNullToObject(o, "policy_entry");
+		}
+	}
+	add_value(o, "pids_max", &x->pids_max);
+	add_value(o, "pids_current", &x->pids_current);
+	add_value(o, "memory_max", &x->memory_max);
+	if (x->have_procs) {
+		cJSON_AddNumberToObject(o, "processes", x->processes);
+		if (x->setting_up) {
+			cJSON_AddStringToObject(o, "state", "setting_up");
+		} else {
+			cJSON_AddNumberToObject(o, "netns_inode", (double)x->netns_inode);
+			if (x->have_ifaces) {
+				cJSON *ifs = cJSON_AddArrayToObject(o, "interfaces");
+				for (int i = 0; i < x->n_ifaces; i++)
+					cJSON_AddItemToArray(ifs, cJSON_CreateString(x->ifaces[i]));
+			}
+		}
+	}
+	return o;
+}
+
+static cJSON *pod_report_json(const struct bk_pod_report *r)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "pod", r->pod);
+	cJSON_AddStringToObject(o, "namespace", r->ns);
+	cJSON_AddStringToObject(o, "pod_uid", r->pod_uid);
+	cJSON_AddStringToObject(o, "sandbox_container_id", r->sandbox_id);
+	cJSON_AddNumberToObject(o, "uid", r->uid);
+	cJSON_AddBoolToObject(o, "node_safe", r->node_safe);
+	if (r->have_policy) {
+		cJSON_AddStringToObject(o, "policy", r->policy);
+		cJSON_AddStringToObject(o, "profile_digest", r->profile_digest);
+		cJSON *layers = cJSON_AddObjectToObject(o, "layers");
+		cJSON_AddStringToObject(layers, "netns", r->netns_fresh ? "fresh" : "pod");
+		cJSON_AddBoolToObject(layers, "bpf", r->layer_bpf);
+		cJSON_AddBoolToObject(layers, "cgroup", true);
+	} else {
+		cJSON_AddStringToObject(o, "policy_error", r->policy_error);
+	}
+	if (r->node_objects) {
+		cJSON *progs = cJSON_AddArrayToObject(o, "bpf_programs");
+		for (int i = 0; i < BK_NPROGS; i++)
+			cJSON_AddItemToArray(progs, pinned_prog_json(&r->progs[i]));
+		cJSON *maps = cJSON_AddArrayToObject(o, "bpf_maps");
+		for (int i = 0; i < BK_OBS_MAPS; i++)
+			cJSON_AddItemToArray(maps, map_json(&r->maps[i]));
+	}
+	cJSON *execs = cJSON_AddArrayToObject(o, "live_execs");
+	for (size_t i = 0; i < r->n_execs; i++)
+		cJSON_AddItemToArray(execs, exec_json(&r->execs[i]));
+	cJSON *den = cJSON_AddObjectToObject(o, "denials");
+	for (int i = 0; i < r->n_denials; i++)
+		cJSON_AddNumberToObject(den, r->denials[i].reason, (double)r->denials[i].count);
+	return o;
+}
+
+static char *out_of_memory(void)
+{
+	return bk_api_error(503, "out_of_memory", "out of memory");
+}
+
+char *bk_api_inspect(struct bk_agent *a, const struct bk_pod *p)
+{
+	struct bk_pod_report *r = malloc(sizeof(*r));
+	if (!r)
+		return out_of_memory();
+	char *out = bk_obs_pod_report(a, p, true, r) < 0 ? out_of_memory() : bk_api_respond(200, pod_report_json(r));
+	bk_pod_report_free(r);
+	free(r);
+	return out;
+}
+
+/* ---- status ---------------------------------------------------------------------------- */
+
+char *bk_api_status(struct bk_agent *a)
+{
+	struct bk_node_status s;
+	if (bk_obs_status(a, &s) < 0) {
+		bk_node_status_free(&s);
+		return out_of_memory();
+	}
+	cJSON *b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "version", BK_VERSION);
+	cJSON_AddBoolToObject(b, "node_safe", s.node_safe);
+	cJSON *st = cJSON_AddObjectToObject(b, "selftest");
+	cJSON_AddNumberToObject(st, "runs", (double)s.selftest_runs);
+	cJSON_AddNumberToObject(st, "failures", (double)s.selftest_failures);
+	cJSON_AddNumberToObject(st, "last_success_unix", (double)s.selftest_last_ok);
+	if (!s.node_safe)
+		cJSON_AddStringToObject(st, "error", s.selftest_error);
+	cJSON *layers = cJSON_AddObjectToObject(b, "layers");
+	cJSON_AddBoolToObject(layers, "netns", s.layer_netns);
+	cJSON_AddBoolToObject(layers, "bpf", s.layer_bpf);
+	cJSON_AddNumberToObject(b, "live_execs", (double)s.live_execs);
+	cJSON_AddNumberToObject(b, "execs_ok", (double)s.execs_ok);
+	cJSON_AddNumberToObject(b, "execs_failed", (double)s.execs_failed);
+	cJSON_AddNumberToObject(b, "refused_callers", (double)s.refused_callers);
+	cJSON_AddNumberToObject(b, "requests", (double)s.requests);
+	if (s.have_bpf) {
+		cJSON_AddNumberToObject(b, "denied_total", (double)s.denied_total);
+		cJSON_AddNumberToObject(b, "events_lost", (double)s.events_lost);
+		cJSON_AddNumberToObject(b, "events_suppressed", (double)s.events_suppressed);
+	}
+	cJSON *arr = cJSON_AddArrayToObject(b, "sandboxes");
+	for (size_t i = 0; i < s.n_sandboxes; i++) {
+		const struct bk_status_sandbox *sb = &s.sandboxes[i];
+		if (sb->resolved) {
+			cJSON_AddItemToArray(arr, pod_report_json(&sb->report));
+		} else {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "pod", sb->pod);
+			cJSON_AddStringToObject(o, "error", sb->error);
+			cJSON_AddItemToArray(arr, o);
+		}
+	}
+	bk_node_status_free(&s);
+	return bk_api_respond(200, b);
+}
+
+/* ---- verify ---------------------------------------------------------------------------- */
+
+char *bk_api_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *args, int client_fd)
+{
+	double hold = 0;
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(args, "hold");
+	if (cJSON_IsNumber(h) && h->valuedouble >= 0 && h->valuedouble <= 60)
+		hold = h->valuedouble;
+	struct bk_verify_result v;
+	struct bk_error err = { 0 };
+	if (bk_obs_verify(a, p, hold, client_fd, &v, &err) < 0)
+		return bk_api_error(500, "bad_config", "%s", err.msg);
+	cJSON *out = cJSON_CreateObject();
+	cJSON_AddStringToObject(out, "pod", p->pod_name);
+	cJSON_AddStringToObject(out, "namespace", p->pod_namespace);
+	if (!v.ran) {
+		/* the context itself could not be built: that is a failed verify */
+		cJSON_AddBoolToObject(out, "passed", false);
+		cJSON_AddStringToObject(out, "error", v.error);
+		return bk_api_respond(200, out);
+	}
+	cJSON_AddStringToObject(out, "exec_id", v.exec_id);
+	cJSON_AddStringToObject(out, "policy", v.policy);
+	cJSON *layers = cJSON_AddObjectToObject(out, "layers");
+	cJSON *ln = cJSON_AddObjectToObject(layers, "netns");
+	cJSON_AddStringToObject(ln, "mode", v.netns.fresh ? "fresh" : "pod");
+	cJSON_AddStringToObject(ln, "interfaces", v.netns.interfaces);
+	cJSON_AddBoolToObject(ln, "held", v.netns.held);
+	cJSON *lb = cJSON_AddObjectToObject(layers, "bpf");
+	cJSON_AddNumberToObject(lb, "programs_attached", v.bpf.programs_attached);
+	cJSON_AddBoolToObject(lb, "held_to_end", v.bpf.held_to_end);
+	cJSON_AddBoolToObject(lb, "held", v.bpf.held);
+	cJSON *probes = cJSON_AddArrayToObject(out, "probes");
+	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
+		const struct bk_verify_probe *pr = &v.probes[i];
+		cJSON *pj = cJSON_CreateObject();
+		cJSON_AddStringToObject(pj, "target", pr->target);
+		cJSON_AddStringToObject(pj, "address", pr->address);
+		cJSON_AddStringToObject(pj, "result", pr->result);
+		cJSON_AddNumberToObject(pj, "ms", pr->ms);
+		cJSON_AddStringToObject(pj, "layer", pr->layer);
+		cJSON_AddBoolToObject(pj, "stopped", pr->stopped);
+		cJSON_AddItemToArray(probes, pj);
+	}
+	cJSON_AddBoolToObject(out, "passed", v.passed);
+	return bk_api_respond(200, out);
+}

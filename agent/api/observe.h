@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Responses of the observability operations (inspect and /isolation,
+ * status, verify), built from agent/observe/'s typed reports. */
+#pragma once
+#include <cJSON.h>
+
+#include "agent/agent.h"
+
+/* inspect, /isolation: the pod's isolation read back from the kernel. */
+char *bk_api_inspect(struct bk_agent *a, const struct bk_pod *p);
+/* status (admin): the node and every sandbox pod on it. */
+char *bk_api_status(struct bk_agent *a);
+/* verify: {"hold": seconds (0..60)} -> the probes' verdicts; client_fd is
+ * the requester's connection (its hang-up ends the probe exec). */
+char *bk_api_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *args, int client_fd);
