@@ -84,10 +84,12 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# made afresh each time: rooms hold files of the same name (api/observe.c,
+# observe/observe.c) and `ar r` on an existing archive matches by name
 $(BUILD)/libbkcommon.a: $(LIB_OBJS)
-	$(Q)$(AR) rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 $(BUILD)/libbkagent.a: $(AGENT_OBJS)
-	$(Q)$(AR) rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/boxkite-agent: $(BUILD)/obj/agent/main.o $(BUILD)/libbkagent.a $(BUILD)/libbkcommon.a
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lpthread

@@ -36,7 +36,7 @@ static char *op_ping(struct bk_agent *a, const struct bk_pod *p, const char *op,
 
 static char *op_exec(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
 {
-	return bk_api_exec(a, p, args);
+	return bk_api_exec(a, p, args, bk_api_client_fd);
 }
 
 static char *op_identity(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)

@@ -3,7 +3,8 @@
  * struct bk_exec_args, the exec bracket (session/run.c) runs it, and its
  * typed result becomes the response: output redacted and made valid UTF-8,
  * the isolation receipt, the denied connections. */
-#include "agent/api/api.h"
+#include "agent/api/exec.h"
+#include "agent/api/reply.h"
 #include "agent/parse/text.h"
 #include "agent/session/run.h"
 #include "lib/util.h"
@@ -167,13 +168,13 @@ static cJSON *denied_json(const struct bk_exec_result *r)
 	return den;
 }
 
-char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
+char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args, int client_fd)
 {
 	struct bk_exec_args ea;
 	char *err = parse_exec(&a->cfg, args, &ea);
 	if (err)
 		return err;
-	ea.client_fd = bk_api_client_fd;
+	ea.client_fd = client_fd;
 	_cleanup_free_ struct bk_exec_result *res = calloc(1, sizeof(*res));
 	if (!res)
 		return bk_api_error(503, "out_of_memory", "out of memory");

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Reply builders: the only place a response envelope is made. */
-#include "agent/api/api.h"
+#include "agent/api/reply.h"
 
 #include <stdarg.h>
 

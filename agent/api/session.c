@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/api/session.h"
-#include "agent/api/api.h"
+#include "agent/api/reply.h"
 #include "agent/parse/session_record.h"
 #include "agent/session/session.h"
 #include "lib/util.h"

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* /exec (exec.c). */
+#pragma once
+#include <cJSON.h>
+
+#include "agent/agent.h"
+
+/* The exec operation (API.md /exec) on a resolved pod; client_fd is the
+ * requester's connection (-1: none): its hang-up kills the exec. */
+char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args, int client_fd);
+/* Validation of /exec arguments alone (NULL when valid, else the error
+ * response); for tests and fuzzing. */
+char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args);

@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Reply builders (reply.c): the response envelope and error bodies. Every
+ * api/ file builds its responses with these and nothing else. */
+#pragma once
+#include <cJSON.h>
+#include <stdarg.h>
+
+/* {"status": status, "body": body} (body taken over). */
+char *bk_api_respond(int status, cJSON *body);
+/* {"detail": <formatted>, "code": code} */
+cJSON *bk_api_error_body(const char *code, const char *fmt, va_list ap);
+char *bk_api_error(int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+struct bk_refusal;
+/* The response to a refused exec (agent/session/exec_args.h). */
+char *bk_api_refusal(const struct bk_refusal *ref);
