@@ -206,12 +206,29 @@ static char *landlock_error(const char *why)
 	return bk_api_respond(503, b);
 }
 
-/* NULL when the command may run (then *landlock_fd is the ruleset, or -1
- * when the session has no allowlist), else the refusal response. */
-static char *check_allowlist(struct bk_agent *a, const struct bk_pod *pod, const struct exec_args *ea,
-			     const char *path_env, int *landlock_fd)
+/* The session's allowlist for the kernel layer: the real paths (inside the
+ * sandbox container's root) of the allowed binaries that resolve. */
+struct allowlist {
+	bool on;                  /* the session has allowed commands */
+	char (*real)[PATH_MAX];
+	const char **paths;
+	size_t n;
+};
+
+static void allowlist_free(struct allowlist *al)
 {
-	*landlock_fd = -1;
+	free(al->real);
+	free(al->paths);
+	memset(al, 0, sizeof(*al));
+}
+
+/* NULL when the command may run (then al says what Landlock is to allow,
+ * al->on false when the session has no allowlist), else the refusal
+ * response. */
+static char *check_allowlist(struct bk_agent *a, const struct bk_pod *pod, const struct exec_args *ea,
+			     const char *path_env, struct allowlist *al)
+{
+	memset(al, 0, sizeof(*al));
 	char **allowed = NULL;
 	if (bk_session_allowed(a, pod->pod_uid, &allowed) < 0)
 		return bk_api_error(503, "isolation_failed", "cannot read the session's allowed commands; the command did not run");
@@ -258,21 +275,14 @@ static char *check_allowlist(struct bk_agent *a, const struct bk_pod *pod, const
 		out = bk_api_respond(r == -EPERM ? 403 : 400, b);
 		goto done;
 	}
-	if (!a->cfg.layer_landlock)
-		goto done; /* turned off by the operator (logged at start): parser only */
-	if (streq(a->cfg.fault, "landlock")) {
-		out = landlock_error("injected fault");
-		goto done;
-	}
-	if (bk_landlock_abi() <= 0) {
-		out = landlock_error("the kernel has no Landlock");
-		goto done;
-	}
-	r = bk_landlock_ruleset_at(rootfd, okp, k, landlock_fd);
-	if (r < 0) {
-		*landlock_fd = -1;
-		out = landlock_error(strerror(-r));
-	}
+	/* the kernel layer (its ruleset is built by the exec's "landlock"
+	 * step, skipped when the operator turned the layer off) */
+	al->on = true;
+	al->real = real;
+	al->paths = okp;
+	al->n = k;
+	real = NULL;
+	okp = NULL;
 done:
 	if (rootfd >= 0)
 		close(rootfd);
@@ -331,7 +341,7 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 	}
 	/* The session's command allowlist, enforced twice: a strict parser
 	 * here, and a Landlock execute allowlist in the kernel. */
-	int landlock_fd = -1;
+	struct allowlist allow;
 	/* from here until its process is in its cgroup, a /configure of this
 	 * pod waits for this exec (and one already running makes this wait) */
 	if (bk_session_exec_begin(a, pod->pod_uid) < 0) {
@@ -339,7 +349,7 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 			free(owned[i]);
 		return bk_api_error(503, "out_of_memory", "no room to track this exec's session");
 	}
-	char *refusal = check_allowlist(a, pod, &ea, envp[0] + 5, &landlock_fd);
+	char *refusal = check_allowlist(a, pod, &ea, envp[0] + 5, &allow);
 	if (refusal) {
 		bk_session_exec_spawned(a, pod->pod_uid);
 		for (size_t i = 0; i < ea.nsecrets; i++)
@@ -349,20 +359,29 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 	struct spawn_ctx sc = { .a = a, .pod_uid = pod->pod_uid };
 	struct bk_exec_req req = {
 		.command = ea.command, .timeout_s = ea.timeout, .cwd = ea.cwd, .env = envp, .out_cap = a->cfg.output_cap,
-		.profile = prof, .client_fd = bk_api_client_fd, .landlock_fd = landlock_fd,
+		.profile = prof, .client_fd = bk_api_client_fd,
+		.landlock = allow.on, .landlock_paths = allow.paths, .landlock_n = allow.n,
 		.spawned = exec_spawned, .spawned_ud = &sc,
 	};
 
 	struct bk_exec_result *res = calloc(1, sizeof(*res));
 	if (!res) {
 		exec_spawned(&sc);
-		closep(&landlock_fd);
+		allowlist_free(&allow);
 		return bk_api_error(503, "out_of_memory", "out of memory");
 	}
 	int r = bk_exec_run(&a->engine, pod, &req, res);
-	closep(&landlock_fd);
+	allowlist_free(&allow);
 	for (size_t i = 0; i < ea.nsecrets; i++)
 		free(owned[i]);
+	if (r < 0 && streq(res->layer, "landlock")) {
+		/* refused as before this step moved into the engine: no audit
+		 * line, no layer counter */
+		char *refused = landlock_error(res->error);
+		bk_exec_result_free(res);
+		free(res);
+		return refused;
+	}
 	cJSON *audit = cJSON_CreateObject();
 	cJSON_AddStringToObject(audit, "exec_id", res->exec_id);
 	cJSON_AddStringToObject(audit, "pod", pod->pod_name);
