@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/caller/pod.h"
+#include "lib/err.h"
 #include "lib/log.h"
+#include "lib/missing.h"
 #include "lib/util.h"
 
 #include <dirent.h>
@@ -10,11 +12,6 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
-#ifndef SO_PEERPIDFD
-#define SO_PEERPIDFD 77 /* Linux 6.5; Debian 12's headers predate it */
-#endif
-
-#define P_ERR(...) snprintf(err, errlen, __VA_ARGS__)
 
 void bk_pod_init(struct bk_pod *p)
 {
@@ -281,57 +278,49 @@ static int open_sandbox(const struct bk_config *c, struct bk_pod *p, const char 
 		if (f.matches == 1)
 			cache_put(key, f.found.id);
 	}
-	if (f.matches == 0) {
-		P_ERR("no \"%s\" container found for this pod", c->sandbox_container);
-		return -ENOENT;
-	}
+	if (f.matches == 0)
+		return bk_fail_buf(err, errlen, -ENOENT, "no \"%s\" container found for this pod",
+				   c->sandbox_container);
 	if (f.matches > 1) {
-		P_ERR("%d \"%s\" containers match; refusing an ambiguous target", f.matches, c->sandbox_container);
-		return -ENOTUNIQ;
+		return bk_fail_buf(err, errlen, -ENOTUNIQ, "%d \"%s\" containers match; refusing an ambiguous target",
+				   f.matches, c->sandbox_container);
 	}
 	const struct bk_container_info *s = &f.found;
 	int fd = pidfd_open_(s->init_pid);
-	if (fd < 0) {
-		P_ERR("cannot open the sandbox container's process %d: %s", (int)s->init_pid, strerror(-fd));
-		return -ESRCH;
-	}
+	if (fd < 0)
+		return bk_fail_buf(err, errlen, -ESRCH, "cannot open the sandbox container's process %d: %s",
+				   (int)s->init_pid, strerror(-fd));
 	_cleanup_close_ int pidfd = fd;
 	unsigned long long st = 0;
 	_cleanup_free_ char *cg = NULL;
 	int r;
-	if ((r = bk_proc_starttime(s->init_pid, &st)) < 0 || (r = read_proc_cgroup(s->init_pid, &cg)) < 0) {
-		P_ERR("cannot read /proc/%d of the sandbox container: %s", (int)s->init_pid, strerror(-r));
-		return r;
-	}
-	if (s->init_start && st != s->init_start) {
-		P_ERR("the sandbox container's pid %d was reused by another process", (int)s->init_pid);
-		return -ESRCH;
-	}
+	if ((r = bk_proc_starttime(s->init_pid, &st)) < 0 || (r = read_proc_cgroup(s->init_pid, &cg)) < 0)
+		return bk_fail_buf(err, errlen, r, "cannot read /proc/%d of the sandbox container: %s",
+				   (int)s->init_pid, strerror(-r));
+	if (s->init_start && st != s->init_start)
+		return bk_fail_buf(err, errlen, -ESRCH, "the sandbox container's pid %d was reused by another process",
+				   (int)s->init_pid);
 	struct bk_pod_ref ref;
 	r = bk_proc_cgroup_parse(cg, &ref);
-	if (r < 0 || !streq(ref.container_id, s->id) || !streq(ref.pod_uid, s->pod_uid)) {
-		P_ERR("the sandbox container's process is not in its container's cgroup");
-		return -EPERM;
-	}
+	if (r < 0 || !streq(ref.container_id, s->id) || !streq(ref.pod_uid, s->pod_uid))
+		return bk_fail_buf(err, errlen, -EPERM,
+				   "the sandbox container's process is not in its container's cgroup");
 	char path[4096];
 	if (bk_proc_cgroup_v2_path(cg, path, sizeof(path)) == 0 && bk_cgroup_path_parse(path, &ref) == 0)
 		snprintf(p->pod_v2, sizeof(p->pod_v2), "%s", ref.pod_path);
 	else {
-		P_ERR("the sandbox container has no cgroup v2 path (the BPF layer and cgroup.kill need it)");
-		return -EOPNOTSUPP;
+		return bk_fail_buf(err, errlen, -EOPNOTSUPP,
+				   "the sandbox container has no cgroup v2 path (the BPF layer and cgroup.kill need it)");
 	}
 	if (bk_proc_cgroup_v1_path(cg, "pids", path, sizeof(path)) == 0 && bk_cgroup_path_parse(path, &ref) == 0)
 		snprintf(p->pod_pids, sizeof(p->pod_pids), "%s", ref.pod_path);
 	if (bk_proc_cgroup_v1_path(cg, "memory", path, sizeof(path)) == 0 && bk_cgroup_path_parse(path, &ref) == 0)
 		snprintf(p->pod_mem, sizeof(p->pod_mem), "%s", ref.pod_path);
-	if ((r = uid_gid_of(s->init_pid, &p->uid, &p->gid)) < 0) {
-		P_ERR("cannot read the sandbox user of pid %d: %s", (int)s->init_pid, strerror(-r));
-		return r;
-	}
-	if (!pidfd_alive(pidfd)) {
-		P_ERR("the sandbox container's process exited during the lookup");
-		return -ESRCH;
-	}
+	if ((r = uid_gid_of(s->init_pid, &p->uid, &p->gid)) < 0)
+		return bk_fail_buf(err, errlen, r, "cannot read the sandbox user of pid %d: %s",
+				   (int)s->init_pid, strerror(-r));
+	if (!pidfd_alive(pidfd))
+		return bk_fail_buf(err, errlen, -ESRCH, "the sandbox container's process exited during the lookup");
 	p->sandbox = *s;
 	p->sandbox_pidfd = steal_fd(&pidfd);
 	if (name) {
@@ -349,37 +338,30 @@ int bk_pod_from_peer(const struct bk_config *c, int connfd, struct bk_pod *out, 
 	pid_t pid;
 	int fd;
 	int r = bk_peer_pidfd(connfd, &pid, &fd);
-	if (r < 0) {
-		P_ERR("cannot identify the caller from the kernel: %s", strerror(-r));
-		return -EPERM;
-	}
+	if (r < 0)
+		return bk_fail_buf(err, errlen, -EPERM, "cannot identify the caller from the kernel: %s", strerror(-r));
 	_cleanup_close_ int pidfd = fd;
 	_cleanup_free_ char *cg = NULL;
 	r = read_proc_cgroup(pid, &cg);
-	if (r < 0 || !pidfd_alive(pidfd)) {
-		P_ERR("the caller exited before it could be identified");
-		return -EPERM;
-	}
+	if (r < 0 || !pidfd_alive(pidfd))
+		return bk_fail_buf(err, errlen, -EPERM, "the caller exited before it could be identified");
 	struct bk_pod_ref ref;
 	r = bk_proc_cgroup_parse(cg, &ref);
-	if (r < 0) {
-		P_ERR("caller pid %d is not a container of a Kubernetes pod", (int)pid);
-		return -EPERM;
-	}
+	if (r < 0)
+		return bk_fail_buf(err, errlen, -EPERM, "caller pid %d is not a container of a Kubernetes pod",
+				   (int)pid);
 	struct bk_container_info ci;
 	r = read_state(c, ref.container_id, &ci);
-	if (r < 0) {
-		P_ERR("caller's container %.12s is unknown to the container runtime", ref.container_id);
-		return -EPERM;
-	}
-	if (!streq(ci.pod_uid, ref.pod_uid)) {
-		P_ERR("caller's container %.12s belongs to another pod than its cgroup says", ref.container_id);
-		return -EPERM;
-	}
+	if (r < 0)
+		return bk_fail_buf(err, errlen, -EPERM, "caller's container %.12s is unknown to the container runtime",
+				   ref.container_id);
+	if (!streq(ci.pod_uid, ref.pod_uid))
+		return bk_fail_buf(err, errlen, -EPERM,
+				   "caller's container %.12s belongs to another pod than its cgroup says", ref.container_id);
 	if (!streq(ci.name, c->shim_container)) {
-		P_ERR("caller is container \"%s\" of pod %s/%s; only the \"%s\" container may use this socket", ci.name,
-		      ci.pod_namespace, ci.pod_name, c->shim_container);
-		return -EPERM;
+		return bk_fail_buf(err, errlen, -EPERM,
+				   "caller is container \"%s\" of pod %s/%s; only the \"%s\" container may use this socket",
+				   ci.name, ci.pod_namespace, ci.pod_name, c->shim_container);
 	}
 	out->caller_pid = pid;
 	snprintf(out->caller_container, sizeof(out->caller_container), "%s", ci.id);
@@ -388,10 +370,8 @@ int bk_pod_from_peer(const struct bk_config *c, int connfd, struct bk_pod *out, 
 	snprintf(out->pod_namespace, sizeof(out->pod_namespace), "%s", ci.pod_namespace);
 	snprintf(out->policy_annotation, sizeof(out->policy_annotation), "%s", ci.egress_policy);
 	/* the pidfd keeps the identity honest until here */
-	if (!pidfd_alive(pidfd)) {
-		P_ERR("the caller exited before it could be identified");
-		return -EPERM;
-	}
+	if (!pidfd_alive(pidfd))
+		return bk_fail_buf(err, errlen, -EPERM, "the caller exited before it could be identified");
 	return 0;
 }
 
@@ -402,22 +382,18 @@ int bk_pod_by_name(const struct bk_config *c, const char *name, struct bk_pod *o
 	const char *slash = strchr(name, '/');
 	if (slash) {
 		size_t nl = (size_t)(slash - name);
-		if (nl == 0 || nl >= sizeof(ns)) {
-			P_ERR("bad sandbox name");
-			return -EINVAL;
-		}
+		if (nl == 0 || nl >= sizeof(ns))
+			return bk_fail_buf(err, errlen, -EINVAL, "bad sandbox name");
 		memcpy(ns, name, nl);
 		ns[nl] = '\0';
 		name = slash + 1;
 	}
-	if (!name[0] || strlen(name) >= sizeof(pod)) {
-		P_ERR("bad sandbox name");
-		return -EINVAL;
-	}
+	if (!name[0] || strlen(name) >= sizeof(pod))
+		return bk_fail_buf(err, errlen, -EINVAL, "bad sandbox name");
 	strcpy(pod, name);
 	int r = open_sandbox(c, out, pod, ns[0] ? ns : NULL, err, errlen);
 	if (r == -ENOENT)
-		P_ERR("no sandbox named \"%s\" on this node", name);
+		return bk_fail_buf(err, errlen, r, "no sandbox named \"%s\" on this node", name);
 	return r;
 }
 

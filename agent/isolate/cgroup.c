@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/isolate/cgroup.h"
+#include "agent/isolate/step.h"
+#include "lib/err.h"
 #include "lib/util.h"
 
 #include <fcntl.h>
@@ -120,11 +122,9 @@ static int open_procs(const char *dir)
 	return fd < 0 ? -errno : fd;
 }
 
-#define CG_ERR(...) snprintf(err, errlen, __VA_ARGS__)
-
 int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, const char *pod_pids,
 		      const char *pod_mem, const char *name, uint64_t pids_max, uint64_t memory_max,
-		      struct bk_exec_cg *cg, char *err, size_t errlen)
+		      struct bk_exec_cg *cg, struct bk_error *err)
 {
 	int r;
 	cg->pids_max = pids_max;
@@ -132,68 +132,55 @@ int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, cons
 	r = mk(m->v2, pod_v2, name, cg->v2, sizeof(cg->v2));
 	if (r < 0) {
 		cg->v2[0] = '\0';
-		CG_ERR("cannot create the exec cgroup under %s%s: %s", m->v2, pod_v2, strerror(-r));
-		return r;
+		return bk_fail(err, r, NULL, "cannot create the exec cgroup under %s%s: %s", m->v2, pod_v2, strerror(-r));
 	}
 	cg->v2_fd = open(cg->v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (cg->v2_fd < 0) {
-		r = -errno;
-		CG_ERR("cannot open %s: %s", cg->v2, strerror(-r));
-		return r;
-	}
+	if (cg->v2_fd < 0)
+		return bk_fail(err, -errno, NULL, "cannot open %s: %s", cg->v2, strerror(errno));
 	r = bk_cgroup_id(cg->v2, &cg->id);
-	if (r < 0) {
-		CG_ERR("cannot read the cgroup id of %s: %s", cg->v2, strerror(-r));
-		return r;
-	}
+	if (r < 0)
+		return bk_fail(err, r, NULL, "cannot read the cgroup id of %s: %s", cg->v2, strerror(-r));
 	/* pids */
 	if (m->v2_pids) {
 		r = knob(cg->v2, "pids.max", pids_max);
-		if (r < 0) {
-			CG_ERR("cannot set pids.max in %s: %s", cg->v2, strerror(-r));
-			return r;
-		}
+		if (r < 0)
+			return bk_fail(err, r, NULL, "cannot set pids.max in %s: %s", cg->v2, strerror(-r));
 	} else if (m->pids[0] && pod_pids) {
 		r = mk(m->pids, pod_pids, name, cg->pids, sizeof(cg->pids));
 		if (r < 0) {
 			cg->pids[0] = '\0';
-			CG_ERR("cannot create the v1 pids cgroup under %s%s: %s", m->pids, pod_pids, strerror(-r));
-			return r;
+			return bk_fail(err, r, NULL, "cannot create the v1 pids cgroup under %s%s: %s",
+				       m->pids, pod_pids, strerror(-r));
 		}
 		cg->pids_v1 = true;
-		if ((r = knob(cg->pids, "pids.max", pids_max)) < 0 || (r = cg->pids_procs_fd = open_procs(cg->pids)) < 0) {
-			CG_ERR("cannot configure the v1 pids cgroup %s: %s", cg->pids, strerror(-r));
-			return r;
-		}
+		if ((r = knob(cg->pids, "pids.max", pids_max)) < 0 || (r = cg->pids_procs_fd = open_procs(cg->pids)) < 0)
+			return bk_fail(err, r, NULL, "cannot configure the v1 pids cgroup %s: %s", cg->pids, strerror(-r));
 	} else {
-		CG_ERR("no pids controller: neither cgroup v2 pids nor a v1 pids hierarchy for this pod");
-		return -EOPNOTSUPP;
+		return bk_fail(err, -EOPNOTSUPP, NULL,
+			       "no pids controller: neither cgroup v2 pids nor a v1 pids hierarchy for this pod");
 	}
 	/* memory */
 	if (m->v2_memory) {
-		if ((r = knob(cg->v2, "memory.max", memory_max)) < 0 || (r = knob(cg->v2, "memory.swap.max", 0)) < 0) {
-			CG_ERR("cannot set memory.max in %s: %s", cg->v2, strerror(-r));
-			return r;
-		}
+		if ((r = knob(cg->v2, "memory.max", memory_max)) < 0 || (r = knob(cg->v2, "memory.swap.max", 0)) < 0)
+			return bk_fail(err, r, NULL, "cannot set memory.max in %s: %s", cg->v2, strerror(-r));
 	} else if (m->memory[0] && pod_mem) {
 		r = mk(m->memory, pod_mem, name, cg->memory, sizeof(cg->memory));
 		if (r < 0) {
 			cg->memory[0] = '\0';
-			CG_ERR("cannot create the v1 memory cgroup under %s%s: %s", m->memory, pod_mem, strerror(-r));
-			return r;
+			return bk_fail(err, r, NULL, "cannot create the v1 memory cgroup under %s%s: %s",
+				       m->memory, pod_mem, strerror(-r));
 		}
 		cg->memory_v1 = true;
 		if ((r = knob(cg->memory, "memory.limit_in_bytes", memory_max)) < 0 ||
-		    (r = cg->mem_procs_fd = open_procs(cg->memory)) < 0) {
-			CG_ERR("cannot configure the v1 memory cgroup %s: %s", cg->memory, strerror(-r));
-			return r;
-		}
+		    (r = cg->mem_procs_fd = open_procs(cg->memory)) < 0)
+			return bk_fail(err, r, NULL, "cannot configure the v1 memory cgroup %s: %s",
+				       cg->memory, strerror(-r));
 		/* memsw exists only with swap accounting; cap it where it does so
 		 * the limit cannot be escaped into swap. */
 		(void)knob(cg->memory, "memory.memsw.limit_in_bytes", memory_max);
 	} else {
-		CG_ERR("no memory controller: neither cgroup v2 memory nor a v1 memory hierarchy for this pod");
-		return -EOPNOTSUPP;
+		return bk_fail(err, -EOPNOTSUPP, NULL,
+			       "no memory controller: neither cgroup v2 memory nor a v1 memory hierarchy for this pod");
 	}
 	return 0;
 }
@@ -284,4 +271,24 @@ int bk_exec_cg_destroy(struct bk_exec_cg *cg)
 		r = e;
 	cg->v2[0] = cg->pids[0] = cg->memory[0] = '\0';
 	return r;
+}
+
+int bk_step_cgroup(struct exec_ctx *x)
+{
+	const struct bk_pod *pod = x->pod;
+	struct bk_exec_result *res = x->res;
+	char name[64];
+	snprintf(name, sizeof(name), "boxkite-exec-%s", res->exec_id);
+	int r = bk_exec_cg_create(&x->e->mounts, pod->pod_v2, pod->pod_pids[0] ? pod->pod_pids : NULL,
+				  pod->pod_mem[0] ? pod->pod_mem : NULL, name, x->cfg->pids_max, x->cfg->memory_max,
+				  &x->cg, &x->err);
+	if (r < 0)
+		return r;
+	snprintf(res->cgroup, sizeof(res->cgroup), "%s", x->cg.v2);
+	snprintf(res->cgroup_pids, sizeof(res->cgroup_pids), "%s", x->cg.pids);
+	snprintf(res->cgroup_memory, sizeof(res->cgroup_memory), "%s", x->cg.memory);
+	res->cgroup_id = x->cg.id;
+	res->pids_max = x->cg.pids_max;
+	res->memory_max = x->cg.memory_max;
+	return 0;
 }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/err.h"
+
 struct bk_cgroup_mounts {
 	char v2[512];     /* cgroup2 mount point */
 	char pids[512];   /* v1 pids mount point, "" if none */
@@ -37,7 +39,7 @@ void bk_exec_cg_init(struct bk_exec_cg *cg);
  * pod_pids/pod_mem may be NULL where the v1 hierarchy is absent. */
 int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, const char *pod_pids,
 		      const char *pod_mem, const char *name, uint64_t pids_max, uint64_t memory_max,
-		      struct bk_exec_cg *cg, char *err, size_t errlen);
+		      struct bk_exec_cg *cg, struct bk_error *err);
 /* Kill every process in the exec cgroup (cgroup.kill, plus v1 fallback) and
  * wait up to timeout_ms until the cgroup is empty. */
 int bk_exec_cg_kill(struct bk_exec_cg *cg, int timeout_ms);
@@ -47,3 +49,8 @@ int bk_exec_cg_destroy(struct bk_exec_cg *cg);
 int bk_cgroup_id(const char *path, uint64_t *id);
 /* Whether a v2 cgroup directory currently has processes. */
 bool bk_cgroup_populated(const char *path);
+
+struct exec_ctx;
+/* Step "cgroup" of an exec: its own cgroup below the pod's, with its pids
+ * and memory caps (x->cg; the receipt in x->res). */
+int bk_step_cgroup(struct exec_ctx *x);

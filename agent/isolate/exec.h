@@ -1,14 +1,33 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The per-exec isolation engine. Order and failure semantics (fail closed:
- * the command never starts, the result names the layer):
- *   1. cgroup  — per-exec cgroup under the pod (v2 + v1 pids/memory caps)
- *   2. bpf     — policy entry + pinned links on the exec cgroup, verified
- *                with a prog query
- *   3. netns   — clone3(CLONE_NEWNET|CLONE_INTO_CGROUP|CLONE_NEWPID) with lo up
- *   4. container — setns into the sandbox container (mnt, uts, ipc, cgroup;
- *                pid via a nested pid namespace below the container's), its
- *                uid/gid, no capabilities, no_new_privs, rlimits, clean env
- *   5. /bin/sh -c COMMAND, output caps, timeout kills the whole cgroup. */
+/* The per-exec isolation engine. bk_exec_run takes the steps of one table
+ * (exec.c), in order; the first that fails ends the exec before its command
+ * starts (fail closed) and the result names the layer. Each step is a
+ * function in the file of its kernel facility:
+ *
+ *   layer      step                 file
+ *   container  sandbox user         privs.c    never as root
+ *   cgroup     per-exec cgroup      cgroup.c   v2 (+ v1 pids/memory) caps
+ *   cgroup     exec record          records.c  on disk before anything runs
+ *                                              in it, for a new agent
+ *   bpf        egress filter        filter.c   policy entry + pinned links,
+ *                                              read back with a prog query
+ *   netns      fresh namespace      netns.c    from the pool, lo up
+ *   landlock   execute allowlist    landlock.c the ruleset (sessions with
+ *                                              allowed commands)
+ *   container  spawn                child.c    clone3(CLONE_INTO_CGROUP) in
+ *                                              the container's pid namespace
+ *
+ * and the exec child (child.c) takes its own steps, each reported back
+ * with its layer when it fails: v1 cgroups (cgroup), enter the netns
+ * (netns), enter the sandbox container's mnt/uts/ipc/cgroup namespaces, a
+ * nested pid namespace and its own /proc, stdio and rlimits (container),
+ * the one privilege drop bk_privs_drop (container), Landlock
+ * (landlock), then execve /bin/sh -c COMMAND (exec). The agent then
+ * collects output under caps; the timeout or the requester's hang-up kills
+ * the whole cgroup; the teardown releases what the steps made.
+ *
+ * testing.fault (with testing.allow_unsafe) names a step that then fails
+ * instead of running; the faults are a column of the two step tables. */
 #pragma once
 #include <net/if.h>
 #include <pthread.h>
@@ -19,6 +38,7 @@
 #include "agent/parse/config.h"
 #include "agent/isolate/filter.h"
 #include "agent/isolate/netlink.h"
+#include "agent/isolate/netns.h"
 #include "agent/caller/pod.h"
 
 #define BK_DENIED_MAX 64
@@ -39,6 +59,7 @@ struct bk_engine {
 	int self_pidns;           /* to return from the sandbox's pid namespace */
 	int devnull;
 	pthread_t rb_thread;
+	bool rb_started;
 	volatile int stop;
 	pthread_mutex_t lock;
 	struct bk_exec_slot *slots; /* live execs, for denial events */
@@ -46,14 +67,8 @@ struct bk_engine {
 	uint64_t events_unmatched;
 	uint64_t live;
 	char keepalive[512];
-	/* fresh network namespaces made ahead of time (lo up, never used):
-	 * netns creation (~0.5 ms) and its teardown stay off the exec path */
 	int self_netns;
-	int netns_pool[8];
-	int netns_n;
-	pthread_cond_t netns_cond;
-	pthread_t netns_thread;
-	bool netns_thread_started;
+	struct bk_netns_pool netns; /* fresh network namespaces made ahead of time */
 	int cap_last;
 };
 
@@ -65,7 +80,12 @@ struct bk_exec_req {
 	uint64_t out_cap;
 	const struct bk_profile *profile; /* egress profile (selected by the caller) */
 	int client_fd;                /* the requester's connection (-1: none): its hang-up kills the exec */
-	int landlock_fd;              /* Landlock ruleset to apply before execve (-1: none) */
+	/* the session's command allowlist, for the kernel: when landlock is
+	 * set, only /bin/sh, these files (their real paths inside the sandbox
+	 * container's root) and their interpreters may be executed */
+	bool landlock;
+	const char *const *landlock_paths;
+	size_t landlock_n;
 	/* called exactly once: when the child is in its cgroup, or on failure */
 	void (*spawned)(void *ud);
 	void *spawned_ud;
@@ -112,8 +132,6 @@ struct bk_exec_result {
 
 int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t errlen);
 void bk_engine_fini(struct bk_engine *e);
-/* A fresh network namespace (lo up); fd or -errno. */
-int bk_engine_fresh_netns(struct bk_engine *e);
 
 void bk_exec_result_free(struct bk_exec_result *r);
 /* Returns 0 when the command ran (whatever its exit code), -errno when a

@@ -1,14 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/isolate/filter.h"
+#include "agent/isolate/netns.h"
+#include "agent/isolate/step.h"
+#include "lib/err.h"
 #include "lib/util.h"
 
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <linux/magic.h>
+#include <linux/openat2.h>
+#include <openssl/evp.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 
 #include "boxkite.skel.h"
@@ -74,8 +81,6 @@ static int rb_cb(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-#define F_ERR(...) snprintf(err, errlen, __VA_ARGS__)
-
 static void unpin_all(const char *bpffs)
 {
 	char p[600];
@@ -119,23 +124,26 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, struct bk_filter
 	f->skel = boxkite__open();
 	if (!f->skel) {
 		r = -errno;
-		F_ERR("cannot open the BPF object: %s", strerror(-r));
+		bk_fail_buf(err, errlen, r, "cannot open the BPF object: %s", strerror(-r));
 		goto fail;
 	}
 	r = boxkite__load(f->skel);
 	if (r) {
 		r = r < 0 ? r : -EINVAL;
-		F_ERR("cannot load the BPF programs (is this kernel built with cgroup BPF?): %s", strerror(-r));
+		bk_fail_buf(err, errlen, r, "cannot load the BPF programs (is this kernel built with cgroup BPF?): %s",
+			    strerror(-r));
 		goto fail;
 	}
 	r = ensure_bpffs(bpffs);
 	if (r < 0) {
-		F_ERR("no bpffs for the pins and none could be mounted at the parent of %s: %s", bpffs, strerror(-r));
+		bk_fail_buf(err, errlen, r, "no bpffs for the pins and none could be mounted at the parent of %s: %s",
+			    bpffs, strerror(-r));
 		goto fail;
 	}
 	r = mkdir_p(bpffs, 0700);
 	if (r < 0) {
-		F_ERR("cannot create %s (is bpffs mounted at /sys/fs/bpf?): %s", bpffs, strerror(-r));
+		bk_fail_buf(err, errlen, r, "cannot create %s (is bpffs mounted at /sys/fs/bpf?): %s",
+			    bpffs, strerror(-r));
 		goto fail;
 	}
 	/* Pins of a previous agent are replaced: maps and programs are
@@ -149,7 +157,7 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, struct bk_filter
 		snprintf(p, sizeof(p), "%s/%s", bpffs, name);
 		r = bpf_program__pin(prog, p);
 		if (r) {
-			F_ERR("cannot pin %s: %s", p, strerror(-r));
+			bk_fail_buf(err, errlen, r, "cannot pin %s: %s", p, strerror(-r));
 			goto fail;
 		}
 		struct bpf_prog_info info = { 0 };
@@ -157,7 +165,7 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, struct bk_filter
 		r = bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len);
 		if (r) {
 			r = -errno;
-			F_ERR("cannot read program info of %s: %s", name, strerror(-r));
+			bk_fail_buf(err, errlen, r, "cannot read program info of %s: %s", name, strerror(-r));
 			goto fail;
 		}
 		f->progs[i].name = name;
@@ -172,7 +180,7 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, struct bk_filter
 		snprintf(p, sizeof(p), "%s/%s", bpffs, bpf_map__name(maps[i]));
 		r = bpf_map__pin(maps[i], p);
 		if (r) {
-			F_ERR("cannot pin %s: %s", p, strerror(-r));
+			bk_fail_buf(err, errlen, r, "cannot pin %s: %s", p, strerror(-r));
 			goto fail;
 		}
 	}
@@ -180,27 +188,28 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, struct bk_filter
 	 * an exec cgroup does not flip the kernel's static keys each time. */
 	if (mkdir(keepalive_cg, 0755) < 0 && errno != EEXIST) {
 		r = -errno;
-		F_ERR("cannot create the keepalive cgroup %s: %s", keepalive_cg, strerror(-r));
+		bk_fail_buf(err, errlen, r, "cannot create the keepalive cgroup %s: %s", keepalive_cg, strerror(-r));
 		goto fail;
 	}
 	kfd = open(keepalive_cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (kfd < 0) {
 		r = -errno;
-		F_ERR("cannot open %s: %s", keepalive_cg, strerror(-r));
+		bk_fail_buf(err, errlen, r, "cannot open %s: %s", keepalive_cg, strerror(-r));
 		goto fail;
 	}
 	for (int i = 0; i < BK_NPROGS; i++) {
 		f->keep_links[i] = bpf_program__attach_cgroup(prog_at(f->skel, i), kfd);
 		if (!f->keep_links[i]) {
 			r = -errno;
-			F_ERR("cannot attach %s to %s: %s", f->progs[i].name, keepalive_cg, strerror(-r));
+			bk_fail_buf(err, errlen, r, "cannot attach %s to %s: %s",
+				    f->progs[i].name, keepalive_cg, strerror(-r));
 			goto fail;
 		}
 	}
 	f->rb = ring_buffer__new(bpf_map__fd(f->skel->maps.bk_events), rb_cb, f, NULL);
 	if (!f->rb) {
 		r = -errno;
-		F_ERR("cannot open the denial ring buffer: %s", strerror(-r));
+		bk_fail_buf(err, errlen, r, "cannot open the denial ring buffer: %s", strerror(-r));
 		goto fail;
 	}
 	*out = f;
@@ -251,8 +260,7 @@ int bk_filter_load_policy(struct bk_filter *f, const struct bk_policy_set *ps, c
 		struct bk_deny_entry d[64];
 		int n = bk_policy_deny_set(ps, p, d, 64);
 		if (n < 0) {
-			F_ERR("profile %s: deny set too large", p->name);
-			return n;
+			return bk_fail_buf(err, errlen, n, "profile %s: deny set too large", p->name);
 		}
 		for (int k = 0; k < n; k++) {
 			struct bk_lpm6 key; /* large enough for both */
@@ -260,8 +268,8 @@ int bk_filter_load_policy(struct bk_filter *f, const struct bk_policy_set *ps, c
 			lpm_key(&d[k].c, p->id, &key);
 			int fd = bpf_map__fd(d[k].c.family == 4 ? f->skel->maps.bk_deny4 : f->skel->maps.bk_deny6);
 			if (bpf_map_update_elem(fd, &key, &v, BPF_ANY)) {
-				F_ERR("profile %s: cannot write a deny rule: %s", p->name, strerror(errno));
-				return -errno;
+				return bk_fail_buf(err, errlen, -errno, "profile %s: cannot write a deny rule: %s",
+						   p->name, strerror(errno));
 			}
 		}
 		/* A more specific allow prefix also carries the ports of every
@@ -274,9 +282,10 @@ int bk_filter_load_policy(struct bk_filter *f, const struct bk_policy_set *ps, c
 				if (!bk_cidr_contains(&p->allow[q].c, &r->c))
 					continue;
 				if (v.n == BK_PORT_RANGES) {
-					F_ERR("profile %s: more than %d port ranges apply to one prefix", p->name,
+					return bk_fail_buf(err, errlen, -E2BIG,
+							   "profile %s: more than %d port ranges apply to one prefix",
+							   p->name,
 					      BK_PORT_RANGES);
-					return -E2BIG;
 				}
 				v.r[v.n].lo = p->allow[q].lo;
 				v.r[v.n].hi = p->allow[q].hi;
@@ -287,8 +296,8 @@ int bk_filter_load_policy(struct bk_filter *f, const struct bk_policy_set *ps, c
 			lpm_key(&r->c, p->id, &key);
 			int fd = bpf_map__fd(r->c.family == 4 ? f->skel->maps.bk_allow4 : f->skel->maps.bk_allow6);
 			if (bpf_map_update_elem(fd, &key, &v, BPF_ANY)) {
-				F_ERR("profile %s: cannot write an allow rule: %s", p->name, strerror(errno));
-				return -errno;
+				return bk_fail_buf(err, errlen, -errno, "profile %s: cannot write an allow rule: %s",
+						   p->name, strerror(errno));
 			}
 		}
 	}
@@ -310,23 +319,21 @@ int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *
 		memcpy(k.addr, att->locals[i].addr, 16);
 		if (bpf_map_update_elem(bpf_map__fd(f->skel->maps.bk_local), &k, &att->locals[i].kind, BPF_ANY)) {
 			r = -errno;
-			F_ERR("cannot write the exec's address entries: %s", strerror(-r));
-			return r;
+			return bk_fail_buf(err, errlen, r, "cannot write the exec's address entries: %s", strerror(-r));
 		}
 	}
 	r = bpf_map_update_elem(bpf_map__fd(f->skel->maps.bk_policy), &cgid, &pol, BPF_ANY);
 	if (r) {
 		r = -errno;
-		F_ERR("cannot write the policy entry for cgroup %llu: %s", (unsigned long long)cgid, strerror(-r));
-		return r;
+		return bk_fail_buf(err, errlen, r, "cannot write the policy entry for cgroup %llu: %s",
+				   (unsigned long long)cgid, strerror(-r));
 	}
 	att->attached = true;
 	snprintf(att->pin_dir, sizeof(att->pin_dir), "%s/exec-%s", f->bpffs, exec_id);
 	if (mkdir(att->pin_dir, 0700) < 0) {
 		r = -errno;
 		att->pin_dir[0] = '\0';
-		F_ERR("cannot create %s: %s", att->pin_dir, strerror(-r));
-		return r;
+		return bk_fail_buf(err, errlen, r, "cannot create %s: %s", att->pin_dir, strerror(-r));
 	}
 	for (int i = 0; i < BK_NPROGS; i++) {
 		struct bpf_program *prog = prog_at(f->skel, i);
@@ -334,16 +341,15 @@ int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *
 		int fd = bpf_link_create(bpf_program__fd(prog), cg_fd, bpf_program__expected_attach_type(prog), &o);
 		if (fd < 0) {
 			r = -errno;
-			F_ERR("cannot attach %s to the exec cgroup: %s", f->progs[i].name, strerror(-r));
-			return r;
+			return bk_fail_buf(err, errlen, r, "cannot attach %s to the exec cgroup: %s",
+					   f->progs[i].name, strerror(-r));
 		}
 		att->link_fd[i] = fd;
 		char p[700];
 		snprintf(p, sizeof(p), "%s/%s", att->pin_dir, f->progs[i].name);
 		if (bpf_obj_pin(fd, p)) {
 			r = -errno;
-			F_ERR("cannot pin the link %s: %s", p, strerror(-r));
-			return r;
+			return bk_fail_buf(err, errlen, r, "cannot pin the link %s: %s", p, strerror(-r));
 		}
 	}
 	return 0;
@@ -426,4 +432,242 @@ int bk_filter_attached(struct bk_filter *f, int cg_fd)
 			}
 	}
 	return n;
+}
+
+/* ---- one exec: its policy inputs, the attach, the read-back ----------------- */
+
+static int add_local(struct bk_filter_att *att, const unsigned char *a16, uint32_t kind)
+{
+	for (int i = 0; i < att->n_locals; i++)
+		if (!memcmp(att->locals[i].addr, a16, 16))
+			return 0;
+	if (att->n_locals == BK_MAX_LOCALS)
+		return -E2BIG;
+	memcpy(att->locals[att->n_locals].addr, a16, 16);
+	att->locals[att->n_locals].kind = kind;
+	att->n_locals++;
+	return 0;
+}
+
+/* The pod's own addresses (denied to an exec that shares its netns). */
+static int pod_addrs(struct exec_ctx *x)
+{
+	unsigned char a[BK_MAX_LOCALS][16];
+	int n = bk_netns_addrs_of(x->e->self_netns, x->pod->sandbox_pidfd, a, BK_MAX_LOCALS);
+	for (int i = 0; i < n; i++)
+		add_local(&x->att, a[i], BK_LOCAL_SELF);
+	return n < 0 ? n : 0;
+}
+
+/* The pod's resolvers, from the sandbox container's own resolv.conf,
+ * resolved beneath its root (a symlink there cannot point us elsewhere). */
+static int pod_resolvers(const struct bk_pod *pod, struct bk_filter_att *att)
+{
+	char root[64];
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)pod->sandbox.init_pid);
+	_cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return -errno;
+	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+	_cleanup_close_ int fd = (int)syscall(SYS_openat2, rfd, "etc/resolv.conf", &how, sizeof(how));
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	char buf[8192];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	char *save = NULL;
+	for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char addr[64];
+		if (sscanf(l, " nameserver %63s", addr) != 1)
+			continue;
+		unsigned char a16[16] = { 0 };
+		if (inet_pton(AF_INET, addr, a16 + 12) == 1) {
+			a16[10] = a16[11] = 0xff;
+		} else if (inet_pton(AF_INET6, addr, a16) != 1)
+			continue;
+		add_local(att, a16, BK_LOCAL_RESOLVER);
+	}
+	return 0;
+}
+
+/* The receipt: the canonical text of every rule in force for this exec and
+ * its digest. */
+static void policy_receipt(const struct bk_config *c, const struct bk_profile *p, const struct bk_filter_att *att,
+			   struct bk_exec_result *res)
+{
+	size_t cap = 16384;
+	char *txt = malloc(cap);
+	if (!txt)
+		return;
+	int n = bk_policy_canon(&c->policy, p, txt, cap);
+	size_t off = n > 0 ? (size_t)n : 0;
+	for (int i = 0; i < att->n_locals; i++) {
+		char a[INET6_ADDRSTRLEN];
+		const unsigned char *x = att->locals[i].addr;
+		bool v4 = !memcmp(x, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12);
+		inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? x + 12 : x, a, sizeof(a));
+		int w = snprintf(txt + off, cap - off, "%s %s\n", att->locals[i].kind == BK_LOCAL_SELF ? "self" : "resolver", a);
+		if (w > 0 && (size_t)w < cap - off)
+			off += (size_t)w;
+	}
+	unsigned char md[32];
+	unsigned int ml = 0;
+	EVP_Digest(txt, off, md, &ml, EVP_sha256(), NULL);
+	for (int i = 0; i < 32; i++)
+		snprintf(res->policy_digest + 2 * i, 3, "%02x", md[i]);
+	snprintf(res->policy, sizeof(res->policy), "%s", p->name);
+	res->policy_rules = txt;
+}
+
+static int watch(struct bk_engine *e, uint64_t cgid, struct bk_exec_result *res);
+
+int bk_step_bpf(struct exec_ctx *x)
+{
+	struct bk_filter *f = x->e->filter;
+	const struct bk_profile *prof = x->req->profile;
+	struct bk_exec_result *res = x->res;
+	struct bk_policy pol = {
+		.flags = (x->fresh_netns ? BK_POL_ALLOW_LOOPBACK : 0) | (prof->icmp ? BK_POL_ALLOW_ICMP : 0) |
+			 (prof->dns ? BK_POL_ALLOW_DNS : 0),
+		.profile = prof->id,
+	};
+	int r;
+	if (!x->fresh_netns && (r = pod_addrs(x)) < 0)
+		return bk_fail(&x->err, r, NULL, "cannot read the pod's own addresses: %s", strerror(-r));
+	if (prof->dns && (r = pod_resolvers(x->pod, &x->att)) < 0)
+		return bk_fail(&x->err, r, NULL, "cannot read the pod's resolvers: %s", strerror(-r));
+	policy_receipt(x->cfg, prof, &x->att, res);
+	char ferr[BK_ERRMSG_MAX] = "";
+	r = bk_filter_attach(f, x->cg.v2_fd, x->cg.id, res->exec_id, pol, &x->att, ferr, sizeof(ferr));
+	if (r < 0)
+		return bk_fail(&x->err, r, NULL, "%s", ferr);
+	/* read back, from the kernel, which programs are attached to the exec
+	 * cgroup: every one of ours must be there */
+	if (bk_filter_attached(f, x->cg.v2_fd) != BK_NPROGS)
+		return bk_fail(&x->err, -ENOENT, NULL, "the exec cgroup does not carry every boxkite program after attach");
+	memcpy(res->progs, bk_filter_progs(f), sizeof(res->progs));
+	res->n_progs = BK_NPROGS;
+	x->watched = watch(x->e, x->cg.id, res) == 0;
+	return 0;
+}
+
+/* ---- denial events of live execs ----------------------------------------- */
+
+/* A live exec whose denial events go to its result. */
+struct bk_exec_slot {
+	uint64_t cgid;
+	struct bk_exec_result *res;
+};
+
+#define MAX_SLOTS 1024
+
+static void on_event(const struct bk_event *ev, void *ud)
+{
+	struct bk_engine *e = ud;
+	pthread_mutex_lock(&e->lock);
+	struct bk_exec_result *res = NULL;
+	for (int i = 0; i < e->nslots; i++)
+		if (e->slots[i].cgid == ev->cgroup_id && e->slots[i].res) {
+			res = e->slots[i].res;
+			break;
+		}
+	if (!res) {
+		e->events_unmatched++;
+		pthread_mutex_unlock(&e->lock);
+		return;
+	}
+	res->denied_total++;
+	if (res->n_denied < BK_DENIED_MAX && ev->hook != BK_H_SOCK_CREATE) {
+		struct bk_denial *d = &res->denied[res->n_denied++];
+		memset(d, 0, sizeof(*d));
+		if (ev->family == AF_INET6)
+			inet_ntop(AF_INET6, ev->addr, d->dst, sizeof(d->dst));
+		else
+			inet_ntop(AF_INET, ev->addr, d->dst, sizeof(d->dst));
+		d->port = ev->port;
+		snprintf(d->proto, sizeof(d->proto), "%s",
+			 ev->proto == IPPROTO_TCP ? "tcp" : ev->proto == IPPROTO_UDP ? "udp" :
+			 (ev->proto == IPPROTO_ICMP || ev->proto == IPPROTO_ICMPV6) ? "icmp" : "ip");
+		d->pid = ev->pid;
+		memcpy(d->comm, ev->comm, sizeof(d->comm) - 1);
+		snprintf(d->reason, sizeof(d->reason), "%s", bk_reason_name(ev->reason));
+	} else if (res->n_denied < BK_DENIED_MAX) {
+		struct bk_denial *d = &res->denied[res->n_denied++];
+		memset(d, 0, sizeof(*d));
+		snprintf(d->dst, sizeof(d->dst), "socket");
+		snprintf(d->proto, sizeof(d->proto), "%s", ev->proto == IPPROTO_ICMP || ev->proto == IPPROTO_ICMPV6 ? "icmp" : "raw");
+		d->pid = ev->pid;
+		memcpy(d->comm, ev->comm, sizeof(d->comm) - 1);
+		snprintf(d->reason, sizeof(d->reason), "%s", bk_reason_name(ev->reason));
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+static void *events_main(void *arg)
+{
+	struct bk_engine *e = arg;
+	while (!e->stop)
+		bk_filter_events_poll(e->filter, 100, on_event, e);
+	return NULL;
+}
+
+int bk_filter_events_start(struct bk_engine *e, char *err, size_t errlen)
+{
+	e->slots = calloc(MAX_SLOTS, sizeof(*e->slots));
+	if (!e->slots)
+		return -ENOMEM;
+	e->nslots = MAX_SLOTS;
+	int r = pthread_create(&e->rb_thread, NULL, events_main, e);
+	if (r)
+		return bk_fail_buf(err, errlen, -r, "cannot start the ring buffer thread: %s", strerror(r));
+	e->rb_started = true;
+	return 0;
+}
+
+void bk_filter_events_stop(struct bk_engine *e)
+{
+	e->stop = 1;
+	if (e->rb_started)
+		pthread_join(e->rb_thread, NULL);
+	e->rb_started = false;
+	free(e->slots);
+	e->slots = NULL;
+	e->nslots = 0;
+}
+
+void bk_filter_events_drain(struct bk_engine *e)
+{
+	/* Events are submitted before the denied syscall returns, so one
+	 * non-blocking pass after the exec finished sees all of its own. */
+	if (e->filter)
+		bk_filter_events_poll(e->filter, 0, on_event, e);
+}
+
+static int watch(struct bk_engine *e, uint64_t cgid, struct bk_exec_result *res)
+{
+	pthread_mutex_lock(&e->lock);
+	for (int i = 0; i < e->nslots; i++)
+		if (!e->slots[i].res) {
+			e->slots[i].cgid = cgid;
+			e->slots[i].res = res;
+			e->live++;
+			pthread_mutex_unlock(&e->lock);
+			return 0;
+		}
+	pthread_mutex_unlock(&e->lock);
+	return -EBUSY;
+}
+
+void bk_filter_unwatch(struct bk_engine *e, struct bk_exec_result *res)
+{
+	pthread_mutex_lock(&e->lock);
+	for (int i = 0; i < e->nslots; i++)
+		if (e->slots[i].res == res) {
+			e->slots[i].res = NULL;
+			e->slots[i].cgid = 0;
+			e->live--;
+		}
+	pthread_mutex_unlock(&e->lock);
 }

@@ -2,7 +2,7 @@
 /* The BPF layer: one object loaded once at agent start, programs and maps
  * pinned under the bpffs directory with bk_ names, a long-lived keepalive
  * cgroup that holds one attachment of each program type (so per-exec
- * attaches stay cheap), and per-exec links pinned under <bpffs>/exec/<id>/
+ * attaches stay cheap), and per-exec links pinned under <bpffs>/exec-<id>/
  * so an exec stays filtered when the agent dies. */
 #pragma once
 #include <stdbool.h>
@@ -63,3 +63,22 @@ typedef void (*bk_event_fn)(const struct bk_event *e, void *ud);
 int bk_filter_events_poll(struct bk_filter *f, int timeout_ms, bk_event_fn fn, void *ud);
 uint64_t bk_filter_stat(struct bk_filter *f, int idx);
 const char *bk_reason_name(uint32_t reason);
+
+struct exec_ctx;
+/* Step "bpf" of an exec: its policy entry (the profile; the pod's own
+ * addresses when it shares the pod's network namespace, the pod's
+ * resolvers when the profile allows DNS) and its links on the exec cgroup,
+ * pinned, then read back from the kernel: every program must be attached.
+ * From here on its denial events are filed with its result. */
+int bk_step_bpf(struct exec_ctx *x);
+
+/* Denial events of live execs: a thread polls the ring buffer and files
+ * each event with the exec whose cgroup it came from. */
+struct bk_engine;
+struct bk_exec_result;
+int bk_filter_events_start(struct bk_engine *e, char *err, size_t errlen);
+void bk_filter_events_stop(struct bk_engine *e);
+/* One pass over what is queued (when an exec ended: its own are all there). */
+void bk_filter_events_drain(struct bk_engine *e);
+/* No more events for res (it is about to go). */
+void bk_filter_unwatch(struct bk_engine *e, struct bk_exec_result *res);

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The kernel layer of the command allowlist (see landlock.h). */
 #include "agent/isolate/landlock.h"
+#include "agent/isolate/step.h"
+#include "lib/err.h"
+#include "lib/missing.h"
 #include "lib/util.h"
 
 #include <elf.h>
@@ -10,13 +13,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-/* Debian 12's 6.1 headers know Landlock ABI 1-2 only; define what is used
- * here so the build does not depend on the host's headers. */
-#ifndef __NR_landlock_create_ruleset
-#define __NR_landlock_create_ruleset 444
-#define __NR_landlock_add_rule 445
-#define __NR_landlock_restrict_self 446
-#endif
+/* Landlock's UAPI values, under our own names: the build does not depend
+ * on the host's <linux/landlock.h> (the syscall numbers: lib/missing.h). */
 #define BK_LL_CREATE_RULESET_VERSION (1U << 0)
 #define BK_LL_RULE_PATH_BENEATH 1
 #define BK_LL_ACCESS_FS_EXECUTE (1ULL << 0)
@@ -476,4 +474,23 @@ int bk_landlock_ruleset_at(int rootfd, const char *const *paths, size_t n, int *
 int bk_landlock_ruleset(const char *const *exec_paths, size_t n, int *ruleset_fd)
 {
 	return bk_landlock_ruleset_at(-1, exec_paths, n, ruleset_fd);
+}
+
+/* ---- the exec's step -------------------------------------------------------- */
+
+int bk_step_landlock(struct exec_ctx *x)
+{
+	char root[64];
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)x->pod->sandbox.init_pid);
+	_cleanup_close_ int rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return bk_fail(&x->err, -errno, NULL, "cannot open the sandbox container's root");
+	if (bk_landlock_abi() <= 0)
+		return bk_fail(&x->err, -EOPNOTSUPP, NULL, "the kernel has no Landlock");
+	int r = bk_landlock_ruleset_at(rootfd, x->req->landlock_paths, x->req->landlock_n, &x->landlock_fd);
+	if (r < 0) {
+		x->landlock_fd = -1;
+		return bk_fail(&x->err, r, NULL, "%s", strerror(-r));
+	}
+	return 0;
 }

@@ -4,7 +4,7 @@
  * files a session may execute — each allowed binary, /bin/sh (which runs
  * the command line) and their interpreters (ELF PT_INTERP, i.e. the
  * dynamic loader, and "#!" interpreters) — so that whatever layer 1
- * (agent/cmdparse.h) missed, execve() of anything else fails with EACCES.
+ * (agent/parse/cmdparse.h) missed, execve() of anything else fails with EACCES.
  * Reading and writing files is not affected (no other access is handled).
  *
  * Landlock rules attach to inodes: a copy of an allowed binary, or a
@@ -19,9 +19,10 @@
  * awk, python3, ...) runs arbitrary code inside itself. The kernel layer
  * stops programs from being *executed*, not code from running.
  *
- * Usage in the exec path:
- *   parent (malloc fine):  rootfd = open("/proc/<sandbox init>/root", O_PATH)
- *                          bk_landlock_ruleset_at(rootfd, allowed_real, n, &rs)
+ * Usage in the exec path (exec.h):
+ *   step "landlock", in the agent (malloc fine): bk_step_landlock, i.e.
+ *     rootfd = open("/proc/<sandbox init>/root", O_PATH)
+ *     bk_landlock_ruleset_at(rootfd, req->landlock_paths, n, &rs)
  *   exec child, after no_new_privs, before execve:  bk_landlock_apply(rs)
  * All paths are resolved beneath rootfd (openat2 RESOLVE_IN_ROOT): the
  * sandbox's own files, its symlinks confined to its root, never the
@@ -67,7 +68,7 @@ int bk_landlock_realpath_at(int rootfd, const char *path, char *out, size_t outl
 int bk_landlock_which_at(int rootfd, const char *cwd, const char *path_env, const char *word, char *out,
 			 size_t outlen);
 
-/* A bk_cmd_resolve_fn (agent/cmdparse.h) over bk_landlock_which_at. */
+/* A bk_cmd_resolve_fn (agent/parse/cmdparse.h) over bk_landlock_which_at. */
 struct bk_landlock_resolver {
 	int rootfd;           /* root of the sandbox container (or AT_FDCWD for "/") */
 	const char *cwd;      /* working directory of the exec, e.g. "/workspace" */
@@ -89,3 +90,11 @@ int bk_landlock_ruleset_at(int rootfd, const char *const *paths, size_t n, int *
 
 /* The same beneath "/" of the calling process. */
 int bk_landlock_ruleset(const char *const *exec_paths, size_t n, int *ruleset_fd);
+
+struct exec_ctx;
+/* Step "landlock" of an exec whose session has allowed commands: the
+ * ruleset for req->landlock_paths beneath the sandbox container's root
+ * (x->landlock_fd), which the exec child applies. Fails with x->err.msg
+ * "cannot open the sandbox container's root", "the kernel has no Landlock"
+ * or the ruleset's error (strerror). */
+int bk_step_landlock(struct exec_ctx *x);

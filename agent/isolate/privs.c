@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/isolate/privs.h"
+#include "agent/isolate/step.h"
+#include "lib/err.h"
 #include "lib/util.h"
 
 #include <linux/capability.h>
@@ -48,5 +50,13 @@ int bk_privs_drop(uid_t uid, gid_t gid, int cap_last)
 		if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0) > 0)
 			return -EPERM;
 	}
+	return 0;
+}
+
+int bk_step_sandbox_user(struct exec_ctx *x)
+{
+	if (x->pod->uid == 0)
+		return bk_fail(&x->err, -EPERM, NULL,
+			       "the sandbox container runs as root; boxkite only runs commands as a non-root sandbox user");
 	return 0;
 }

@@ -21,3 +21,9 @@
 #include <sys/types.h>
 
 int bk_privs_drop(uid_t uid, gid_t gid, int cap_last);
+
+struct exec_ctx;
+/* The first step of an exec (layer "container"): its sandbox user is not
+ * root — refused before anything is built (bk_privs_drop in the exec child
+ * would refuse it too, later). */
+int bk_step_sandbox_user(struct exec_ctx *x);

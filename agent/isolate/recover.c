@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/isolate/recover.h"
+#include "agent/parse/records.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -7,55 +8,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-
-static void state_path(const struct bk_config *c, const char *id, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s/execs/%s.json", c->state_dir, id);
-}
-
-int bk_exec_state_write(const struct bk_config *c, const char *exec_id, const struct bk_exec_cg *cg,
-			const struct bk_pod *pod)
-{
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "exec_id", exec_id);
-	cJSON_AddStringToObject(o, "cgroup", cg->v2);
-	cJSON_AddStringToObject(o, "cgroup_pids_v1", cg->pids);
-	cJSON_AddStringToObject(o, "cgroup_memory_v1", cg->memory);
-	cJSON_AddStringToObject(o, "pod", pod->pod_name);
-	cJSON_AddStringToObject(o, "namespace", pod->pod_namespace);
-	cJSON_AddStringToObject(o, "pod_uid", pod->pod_uid);
-	char *txt = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	if (!txt)
-		return -ENOMEM;
-	char p[512];
-	state_path(c, exec_id, p, sizeof(p));
-	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0 && errno == ENOENT) {
-		char d[400];
-		snprintf(d, sizeof(d), "%s/execs", c->state_dir);
-		mkdir_p(d, 0700);
-		fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	}
-	int r = 0;
-	if (fd < 0)
-		r = -errno;
-	else {
-		size_t n = strlen(txt);
-		if (write(fd, txt, n) != (ssize_t)n)
-			r = -EIO;
-		close(fd);
-	}
-	free(txt);
-	return r;
-}
-
-void bk_exec_state_remove(const struct bk_config *c, const char *exec_id)
-{
-	char p[512];
-	state_path(c, exec_id, p, sizeof(p));
-	unlink(p);
-}
 
 static int kill_and_remove(const char *v2, const char *pids, const char *mem)
 {
@@ -91,6 +43,35 @@ static bool cg_path_ok(const char *path, const char *mount)
 	return base && startswith(base + 1, "boxkite-exec-");
 }
 
+/* One record: kill and remove what it names, if it names exec cgroups of
+ * this node's hierarchies. */
+static bool recover_record(struct bk_engine *e, const char *id, const char *path)
+{
+	_cleanup_free_ char *txt = NULL;
+	_cleanup_free_ struct bk_exec_record *rec = calloc(1, sizeof(*rec));
+	size_t len;
+	if (!rec || !safe_exec_id(id) || read_file_at(AT_FDCWD, path, 65536, &txt, &len) < 0 ||
+	    bk_exec_record_parse(txt, len, rec) < 0)
+		return false;
+	if (!cg_path_ok(rec->cgroup, e->mounts.v2) || !cg_path_ok(rec->cgroup_pids_v1, e->mounts.pids) ||
+	    !cg_path_ok(rec->cgroup_memory_v1, e->mounts.memory))
+		return false;
+	bool live = bk_cgroup_populated(rec->cgroup);
+	int r = kill_and_remove(rec->cgroup, rec->cgroup_pids_v1, rec->cgroup_memory_v1);
+	struct log_field f[6];
+	size_t n = 0;
+	f[n++] = LS("exec_id", id);
+	f[n++] = LS("cgroup", rec->cgroup);
+	if (rec->has_pod)
+		f[n++] = LS("pod", rec->pod);
+	f[n++] = LS("action", live ? "killed" : "removed");
+	if (r < 0)
+		f[n++] = LS("error", strerror(-r));
+	f[n] = LEND;
+	log_emit(r < 0 ? LOG_ERROR : LOG_WARN, "recovered_exec", f);
+	return true;
+}
+
 static int recover_state_files(struct bk_engine *e)
 {
 	char dir[400];
@@ -109,34 +90,10 @@ static int recover_state_files(struct bk_engine *e)
 		id[l - 5] = '\0';
 		char p[700];
 		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		_cleanup_free_ char *txt = NULL;
-		size_t len;
-		cJSON *o = NULL;
-		if (safe_exec_id(id) && read_file_at(AT_FDCWD, p, 65536, &txt, &len) == 0)
-			o = cJSON_ParseWithLength(txt, len);
-		const cJSON *v2 = cJSON_GetObjectItemCaseSensitive(o, "cgroup");
-		const cJSON *pi = cJSON_GetObjectItemCaseSensitive(o, "cgroup_pids_v1");
-		const cJSON *me = cJSON_GetObjectItemCaseSensitive(o, "cgroup_memory_v1");
-		if (cJSON_IsString(v2) && cJSON_IsString(pi) && cJSON_IsString(me) &&
-		    cg_path_ok(v2->valuestring, e->mounts.v2) && cg_path_ok(pi->valuestring, e->mounts.pids) &&
-		    cg_path_ok(me->valuestring, e->mounts.memory)) {
-			bool live = bk_cgroup_populated(v2->valuestring);
-			int r = kill_and_remove(v2->valuestring, pi->valuestring, me->valuestring);
-			cJSON *f = cJSON_CreateObject();
-			cJSON_AddStringToObject(f, "exec_id", id);
-			cJSON_AddStringToObject(f, "cgroup", v2->valuestring);
-			const cJSON *pod = cJSON_GetObjectItemCaseSensitive(o, "pod");
-			if (cJSON_IsString(pod))
-				cJSON_AddStringToObject(f, "pod", pod->valuestring);
-			cJSON_AddStringToObject(f, "action", live ? "killed" : "removed");
-			if (r < 0)
-				cJSON_AddStringToObject(f, "error", strerror(-r));
-			bk_log_obj(r < 0 ? "error" : "warn", "recovered_exec", f);
+		if (recover_record(e, id, p))
 			n++;
-		} else {
+		else
 			log_errorf("recovered_exec", "ignoring malformed state record %s", de->d_name);
-		}
-		cJSON_Delete(o);
 		unlink(p);
 	}
 	closedir(d);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Command allowlist, layer 1 of 2: a strict checker for the `/bin/sh -c`
  * command strings of a session with allowed_commands (issue 8). Layer 2 is
- * the kernel (agent/landlock.h): whatever this file accepts still runs with
+ * the kernel (agent/isolate/landlock.h): whatever this file accepts still runs with
  * execute rights only on the allowed binaries, /bin/sh and the loader.
  *
  * This is not a shell parser. It accepts a small subset of POSIX sh whose

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/parse/config.h"
+#include "lib/err.h"
 #include "lib/util.h"
 
 #include <cJSON.h>
@@ -33,15 +34,14 @@ void bk_config_defaults(struct bk_config *c)
 
 const char *const bk_target_names[4] = { "metadata", "kubernetes_api", "pod", "public" };
 
-#define C_ERR(...) (snprintf(err, errlen, __VA_ARGS__), -EINVAL)
-
 static int get_str(const cJSON *o, const char *key, char *dst, size_t dstlen, char *err, size_t errlen)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
 	if (!v)
 		return 0;
 	if (!cJSON_IsString(v) || strlen(v->valuestring) >= dstlen || !v->valuestring[0])
-		return C_ERR("config: \"%s\" must be a non-empty string shorter than %zu bytes", key, dstlen);
+		return bk_fail_buf(err, errlen, -EINVAL,
+				   "config: \"%s\" must be a non-empty string shorter than %zu bytes", key, dstlen);
 	strcpy(dst, v->valuestring);
 	return 0;
 }
@@ -54,8 +54,9 @@ static int get_u64(const cJSON *o, const char *key, uint64_t min, uint64_t max, 
 		return 0;
 	if (!cJSON_IsNumber(v) || v->valuedouble < (double)min || v->valuedouble > (double)max ||
 	    v->valuedouble != (double)(uint64_t)v->valuedouble)
-		return C_ERR("config: \"%s\" must be an integer in [%llu, %llu]", key, (unsigned long long)min,
-			     (unsigned long long)max);
+		return bk_fail_buf(err, errlen, -EINVAL,
+				   "config: \"%s\" must be an integer in [%llu, %llu]",
+				   key, (unsigned long long)min, (unsigned long long)max);
 	*dst = (uint64_t)v->valuedouble;
 	return 0;
 }
@@ -66,7 +67,7 @@ static int get_bool(const cJSON *o, const char *key, bool *dst, char *err, size_
 	if (!v)
 		return 0;
 	if (!cJSON_IsBool(v))
-		return C_ERR("config: \"%s\" must be true or false", key);
+		return bk_fail_buf(err, errlen, -EINVAL, "config: \"%s\" must be true or false", key);
 	*dst = cJSON_IsTrue(v);
 	return 0;
 }
@@ -81,7 +82,7 @@ static int check_keys(const cJSON *o, const char *where, const char *const *know
 			if (streq(it->string, known[i]))
 				ok = true;
 		if (!ok)
-			return C_ERR("config: unknown key \"%s\" in %s", it->string, where);
+			return bk_fail_buf(err, errlen, -EINVAL, "config: unknown key \"%s\" in %s", it->string, where);
 	}
 	return 0;
 }
@@ -98,7 +99,7 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 		end++;
 	if (!root || !cJSON_IsObject(root) || end != json + len) {
 		cJSON_Delete(root);
-		return C_ERR("config: not a JSON object");
+		return bk_fail_buf(err, errlen, -EINVAL, "config: not a JSON object");
 	}
 	int r;
 	static const char *const top[] = { "socket", "admin_socket", "state_dir", "bpffs", "metrics",
@@ -123,7 +124,8 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	const cJSON *roots = cJSON_GetObjectItemCaseSensitive(root, "runtime_roots");
 	if (roots) {
 		if (!cJSON_IsArray(roots) || cJSON_GetArraySize(roots) > BK_MAX_ROOTS) {
-			r = C_ERR("config: \"runtime_roots\" must be an array of at most %d paths", BK_MAX_ROOTS);
+			r = bk_fail_buf(err, errlen, -EINVAL,
+					"config: \"runtime_roots\" must be an array of at most %d paths", BK_MAX_ROOTS);
 			goto out;
 		}
 		c->n_roots = 0;
@@ -132,7 +134,8 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 		{
 			if (!cJSON_IsString(it) || it->valuestring[0] != '/' ||
 			    strlen(it->valuestring) >= sizeof(c->runtime_roots[0])) {
-				r = C_ERR("config: runtime_roots entries must be absolute paths");
+				r = bk_fail_buf(err, errlen, -EINVAL,
+						"config: runtime_roots entries must be absolute paths");
 				goto out;
 			}
 			strcpy(c->runtime_roots[c->n_roots++], it->valuestring);
@@ -142,7 +145,7 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	if (ex) {
 		uint64_t td = c->timeout_default, tm = c->timeout_max;
 		if (!cJSON_IsObject(ex)) {
-			r = C_ERR("config: \"exec\" must be an object");
+			r = bk_fail_buf(err, errlen, -EINVAL, "config: \"exec\" must be an object");
 			goto out;
 		}
 		if ((r = check_keys(ex, "\"exec\"", exec_keys, err, errlen)) < 0 ||
@@ -183,7 +186,7 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	const cJSON *vt = cJSON_GetObjectItemCaseSensitive(root, "verify_targets");
 	if (vt) {
 		if (!cJSON_IsObject(vt)) {
-			r = C_ERR("config: verify_targets must be an object");
+			r = bk_fail_buf(err, errlen, -EINVAL, "config: verify_targets must be an object");
 			goto out;
 		}
 		for (int i = 0; i < 4; i++)
@@ -195,15 +198,16 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 		goto out;
 	c->selftest_interval = (uint32_t)sti;
 	if (!c->layer_bpf && !c->allow_unsafe) {
-		r = C_ERR("config: the BPF layer can only be turned off together with testing.allow_unsafe");
+		r = bk_fail_buf(err, errlen, -EINVAL,
+				"config: the BPF layer can only be turned off together with testing.allow_unsafe");
 		goto out;
 	}
 	if (c->fault[0] && !c->allow_unsafe) {
-		r = C_ERR("config: testing.fault needs testing.allow_unsafe");
+		r = bk_fail_buf(err, errlen, -EINVAL, "config: testing.fault needs testing.allow_unsafe");
 		goto out;
 	}
 	if (c->timeout_default > c->timeout_max) {
-		r = C_ERR("config: exec.timeout_default exceeds exec.timeout_max");
+		r = bk_fail_buf(err, errlen, -EINVAL, "config: exec.timeout_default exceeds exec.timeout_max");
 		goto out;
 	}
 	r = 0;
@@ -217,9 +221,7 @@ int bk_config_load(struct bk_config *c, const char *path, char *err, size_t errl
 	_cleanup_free_ char *txt = NULL;
 	size_t len;
 	int r = read_file_at(AT_FDCWD, path, 1 << 20, &txt, &len);
-	if (r < 0) {
-		snprintf(err, errlen, "cannot read config %s: %s", path, strerror(-r));
-		return r;
-	}
+	if (r < 0)
+		return bk_fail_buf(err, errlen, r, "cannot read config %s: %s", path, strerror(-r));
 	return bk_config_parse(c, txt, len, err, errlen);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/parse/policy.h"
 #include "bpf/egress.h"
+#include "lib/err.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -161,8 +162,6 @@ void bk_policy_defaults(struct bk_policy_set *ps)
 	strcpy(ps->default_profile, "isolated");
 }
 
-#define P_ERR(...) (snprintf(err, errlen, __VA_ARGS__), -EINVAL)
-
 static bool name_ok(const char *n)
 {
 	size_t l = strlen(n);
@@ -200,7 +199,8 @@ static int parse_profile(struct bk_policy_set *ps, const cJSON *pj, struct bk_pr
 		for (int k = 0; keys[k]; k++)
 			ok |= streq(it->string, keys[k]);
 		if (!ok)
-			return P_ERR("config: profile %s: unknown key \"%s\"", p->name, it->string);
+			return bk_fail_buf(err, errlen, -EINVAL,
+					   "config: profile %s: unknown key \"%s\"", p->name, it->string);
 	}
 	const cJSON *netns = cJSON_GetObjectItemCaseSensitive(pj, "netns");
 	const cJSON *allow = cJSON_GetObjectItemCaseSensitive(pj, "allow");
@@ -208,12 +208,12 @@ static int parse_profile(struct bk_policy_set *ps, const cJSON *pj, struct bk_pr
 	const cJSON *icmp = cJSON_GetObjectItemCaseSensitive(pj, "icmp");
 	const cJSON *ovr = cJSON_GetObjectItemCaseSensitive(pj, "deny_overrides");
 	if ((dns && !cJSON_IsBool(dns)) || (icmp && !cJSON_IsBool(icmp)))
-		return P_ERR("config: profile %s: dns and icmp are booleans", p->name);
+		return bk_fail_buf(err, errlen, -EINVAL, "config: profile %s: dns and icmp are booleans", p->name);
 	p->dns = cJSON_IsTrue(dns);
 	p->icmp = cJSON_IsTrue(icmp);
 	if (allow) {
 		if (!cJSON_IsArray(allow))
-			return P_ERR("config: profile %s: allow must be an array", p->name);
+			return bk_fail_buf(err, errlen, -EINVAL, "config: profile %s: allow must be an array", p->name);
 		cJSON_ArrayForEach(it, allow)
 		{
 			const cJSON *c = cJSON_GetObjectItemCaseSensitive(it, "cidr");
@@ -221,7 +221,8 @@ static int parse_profile(struct bk_policy_set *ps, const cJSON *pj, struct bk_pr
 			const cJSON *pr = cJSON_GetObjectItemCaseSensitive(it, "proto");
 			struct bk_cidr cidr;
 			if (!cJSON_IsString(c) || bk_cidr_parse(c->valuestring, &cidr) < 0)
-				return P_ERR("config: profile %s: bad cidr in allow", p->name);
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: profile %s: bad cidr in allow", p->name);
 			uint8_t protos = 0;
 			const char *ps_ = cJSON_IsString(pr) ? pr->valuestring : "tcp";
 			if (streq(ps_, "tcp"))
@@ -233,7 +234,8 @@ static int parse_profile(struct bk_policy_set *ps, const cJSON *pj, struct bk_pr
 			else if (streq(ps_, "any"))
 				protos = BK_PROTO_TCP | BK_PROTO_UDP | BK_PROTO_ICMP;
 			else
-				return P_ERR("config: profile %s: proto is tcp, udp, icmp or any", p->name);
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: profile %s: proto is tcp, udp, icmp or any", p->name);
 			uint16_t rg[16][2];
 			int nr = 1;
 			rg[0][0] = 0;
@@ -241,11 +243,15 @@ static int parse_profile(struct bk_policy_set *ps, const cJSON *pj, struct bk_pr
 			if (protos != BK_PROTO_ICMP) {
 				nr = bk_ports_parse(cJSON_IsString(po) ? po->valuestring : "", rg, 16);
 				if (nr <= 0)
-					return P_ERR("config: profile %s: ports like \"80,443\", \"8000-8100\" or \"*\"", p->name);
+					return bk_fail_buf(err, errlen, -EINVAL,
+							   "config: profile %s: ports like \"80,443\", \"8000-8100\" or \"*\"",
+							   p->name);
 			}
 			for (int k = 0; k < nr; k++) {
 				if (p->n_allow == BK_MAX_ALLOW)
-					return P_ERR("config: profile %s: more than %d allow rules", p->name, BK_MAX_ALLOW);
+					return bk_fail_buf(err, errlen, -EINVAL,
+							   "config: profile %s: more than %d allow rules",
+							   p->name, BK_MAX_ALLOW);
 				struct bk_allow_rule *r = &p->allow[p->n_allow++];
 				r->c = cidr;
 				r->lo = rg[k][0];
@@ -256,23 +262,28 @@ static int parse_profile(struct bk_policy_set *ps, const cJSON *pj, struct bk_pr
 	}
 	if (ovr) {
 		if (!cJSON_IsArray(ovr))
-			return P_ERR("config: profile %s: deny_overrides must be an array", p->name);
+			return bk_fail_buf(err, errlen, -EINVAL,
+					   "config: profile %s: deny_overrides must be an array", p->name);
 		cJSON_ArrayForEach(it, ovr)
 		{
 			struct bk_cidr c;
 			if (!cJSON_IsString(it) || bk_cidr_parse(it->valuestring, &c) < 0)
-				return P_ERR("config: profile %s: bad cidr in deny_overrides", p->name);
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: profile %s: bad cidr in deny_overrides", p->name);
 			if (!in_builtin_deny(ps, &c))
-				return P_ERR("config: profile %s: deny_overrides entry %s is not an entry of the deny set",
-					     p->name, it->valuestring);
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: profile %s: deny_overrides entry %s is not an entry of the deny set",
+						   p->name, it->valuestring);
 			if (p->n_over == BK_MAX_OVERRIDES)
-				return P_ERR("config: profile %s: too many deny_overrides", p->name);
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: profile %s: too many deny_overrides", p->name);
 			p->overrides[p->n_over++] = c;
 		}
 	}
 	if (netns) {
 		if (!cJSON_IsString(netns) || (!streq(netns->valuestring, "fresh") && !streq(netns->valuestring, "pod")))
-			return P_ERR("config: profile %s: netns is \"fresh\" or \"pod\"", p->name);
+			return bk_fail_buf(err, errlen, -EINVAL,
+					   "config: profile %s: netns is \"fresh\" or \"pod\"", p->name);
 		p->fresh_netns = streq(netns->valuestring, "fresh");
 	} else {
 		p->fresh_netns = p->n_allow == 0 && !p->dns;
@@ -286,27 +297,31 @@ int bk_policy_parse(struct bk_policy_set *ps, const cJSON *root, char *err, size
 	const cJSON *it;
 	if (extra) {
 		if (!cJSON_IsArray(extra))
-			return P_ERR("config: deny_cidrs must be an array of CIDRs");
+			return bk_fail_buf(err, errlen, -EINVAL, "config: deny_cidrs must be an array of CIDRs");
 		cJSON_ArrayForEach(it, extra)
 		{
 			if (ps->n_extra == BK_MAX_EXTRA_DENY)
-				return P_ERR("config: at most %d deny_cidrs", BK_MAX_EXTRA_DENY);
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: at most %d deny_cidrs", BK_MAX_EXTRA_DENY);
 			if (!cJSON_IsString(it) || bk_cidr_parse(it->valuestring, &ps->extra_deny[ps->n_extra]) < 0)
-				return P_ERR("config: bad CIDR in deny_cidrs");
+				return bk_fail_buf(err, errlen, -EINVAL, "config: bad CIDR in deny_cidrs");
 			ps->n_extra++;
 		}
 	}
 	const cJSON *profs = cJSON_GetObjectItemCaseSensitive(root, "profiles");
 	if (profs) {
 		if (!cJSON_IsObject(profs))
-			return P_ERR("config: profiles must be an object of name -> profile");
+			return bk_fail_buf(err, errlen, -EINVAL,
+					   "config: profiles must be an object of name -> profile");
 		cJSON_ArrayForEach(it, profs)
 		{
 			if (!name_ok(it->string) || !cJSON_IsObject(it))
-				return P_ERR("config: profile names are [a-z0-9_-]{1,63} and profiles are objects");
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: profile names are [a-z0-9_-]{1,63} and profiles are objects");
 			struct bk_profile *p = add_profile(ps, it->string);
 			if (!p)
-				return P_ERR("config: at most %d profiles", BK_MAX_PROFILES);
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: at most %d profiles", BK_MAX_PROFILES);
 			int r = parse_profile(ps, it, p, err, errlen);
 			if (r < 0)
 				return r;
@@ -315,23 +330,25 @@ int bk_policy_parse(struct bk_policy_set *ps, const cJSON *root, char *err, size
 	const cJSON *def = cJSON_GetObjectItemCaseSensitive(root, "default_profile");
 	if (def) {
 		if (!cJSON_IsString(def) || !bk_policy_find(ps, def->valuestring))
-			return P_ERR("config: default_profile must name a profile");
+			return bk_fail_buf(err, errlen, -EINVAL, "config: default_profile must name a profile");
 		snprintf(ps->default_profile, sizeof(ps->default_profile), "%s", def->valuestring);
 	}
 	const cJSON *sels = cJSON_GetObjectItemCaseSensitive(root, "profile_selectors");
 	if (sels) {
 		if (!cJSON_IsArray(sels))
-			return P_ERR("config: profile_selectors must be an array");
+			return bk_fail_buf(err, errlen, -EINVAL, "config: profile_selectors must be an array");
 		cJSON_ArrayForEach(it, sels)
 		{
 			const cJSON *ns = cJSON_GetObjectItemCaseSensitive(it, "namespace");
 			const cJSON *pod = cJSON_GetObjectItemCaseSensitive(it, "pod");
 			const cJSON *prof = cJSON_GetObjectItemCaseSensitive(it, "profile");
 			if (ps->n_sel == BK_MAX_SELECTORS)
-				return P_ERR("config: at most %d profile_selectors", BK_MAX_SELECTORS);
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: at most %d profile_selectors", BK_MAX_SELECTORS);
 			if (!cJSON_IsString(prof) || !bk_policy_find(ps, prof->valuestring) || (ns && !cJSON_IsString(ns)) ||
 			    (pod && !cJSON_IsString(pod)))
-				return P_ERR("config: a profile selector has \"namespace\", \"pod\" (a pattern) and an existing \"profile\"");
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: a profile selector has \"namespace\", \"pod\" (a pattern) and an existing \"profile\"");
 			struct bk_selector *s = &ps->sel[ps->n_sel++];
 			snprintf(s->ns, sizeof(s->ns), "%s", ns ? ns->valuestring : "*");
 			snprintf(s->pod, sizeof(s->pod), "%s", pod ? pod->valuestring : "*");

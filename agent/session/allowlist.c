@@ -7,28 +7,17 @@
 
 #include <fcntl.h>
 
-static int refuse_landlock(struct bk_refusal *ref, const char *why)
-{
-	ref->code = "isolation_failed";
-	bk_fail(&ref->err, -EPERM, "landlock",
-		"isolation could not be established (layer landlock): %s; the command did not run", why);
-	return -1;
-}
-
 void bk_allowlist_free(struct bk_allowlist *al)
 {
 	free(al->real);
 	free(al->paths);
-	closep(&al->landlock_fd);
 	memset(al, 0, sizeof(*al));
-	al->landlock_fd = -1;
 }
 
 int bk_allowlist_check(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
 		       const char *path_env, struct bk_allowlist *al, struct bk_refusal *ref)
 {
 	memset(al, 0, sizeof(*al));
-	al->landlock_fd = -1;
 	char **allowed = NULL;
 	if (bk_session_allowed(a, pod->pod_uid, &allowed) < 0) {
 		ref->code = "isolation_failed";
@@ -50,7 +39,12 @@ int bk_allowlist_check(struct bk_agent *a, const struct bk_pod *pod, const struc
 	_cleanup_free_ const char **realp = calloc(n + 1, sizeof(*realp));
 	al->paths = calloc(n + 1, sizeof(*al->paths));
 	if (rootfd < 0 || !al->real || !realp || !al->paths) {
-		ret = refuse_landlock(ref, "cannot open the sandbox container's root");
+		/* the root is opened again by the landlock step: same words */
+		ref->code = "isolation_failed";
+		bk_fail(&ref->err, -ENOENT, "landlock",
+			"isolation could not be established (layer landlock): %s; the command did not run",
+			"cannot open the sandbox container's root");
+		ret = -1;
 		goto done;
 	}
 	struct bk_landlock_resolver rv = { .rootfd = rootfd, .cwd = ea->cwd ? ea->cwd : "/workspace",
@@ -75,21 +69,6 @@ int bk_allowlist_check(struct bk_agent *a, const struct bk_pod *pod, const struc
 			cr.reason[0] ? cr.reason : strerror(-r));
 		ret = -1;
 		goto done;
-	}
-	if (!a->cfg.layer_landlock)
-		goto done; /* turned off by the operator (logged at start): parser only */
-	if (streq(a->cfg.fault, "landlock")) {
-		ret = refuse_landlock(ref, "injected fault");
-		goto done;
-	}
-	if (bk_landlock_abi() <= 0) {
-		ret = refuse_landlock(ref, "the kernel has no Landlock");
-		goto done;
-	}
-	r = bk_landlock_ruleset_at(rootfd, al->paths, al->n, &al->landlock_fd);
-	if (r < 0) {
-		al->landlock_fd = -1;
-		ret = refuse_landlock(ref, strerror(-r));
 	}
 done:
 	bk_strv_free(allowed);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The session's command allowlist for one exec, enforced twice: a strict
  * parser here (a refused command never reaches the kernel), and Landlock in
- * the kernel (the isolate room builds the execute allowlist from the real
- * paths resolved here). Command words are resolved through the exec's PATH
+ * the kernel (isolate/landlock.c builds the execute allowlist from the real
+ * paths resolved here, as a step of the exec). Command words are resolved through the exec's PATH
  * inside the sandbox container's root and compared by real path. */
 #pragma once
 #include <limits.h>
@@ -15,11 +15,11 @@ struct bk_allowlist {
 	char (*real)[PATH_MAX];
 	const char **paths;   /* the allowed binaries that resolved: Landlock's list */
 	size_t n;
-	int landlock_fd;      /* the execute ruleset (-1: none) */
 };
 
-/* 0: the command may run (al says what Landlock must allow); -1: refused
- * (ref filled). path_env is the exec's PATH. */
+/* 0: the command may run (al says what Landlock must allow: the isolate
+ * room's landlock step builds the ruleset from it); -1: refused (ref
+ * filled). path_env is the exec's PATH. */
 int bk_allowlist_check(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
 		       const char *path_env, struct bk_allowlist *al, struct bk_refusal *ref);
 void bk_allowlist_free(struct bk_allowlist *al);

@@ -176,7 +176,8 @@ int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct b
 	struct bk_exec_req req = {
 		.command = ea->command, .timeout_s = ea->timeout, .cwd = ea->cwd, .env = env.v,
 		.out_cap = a->cfg.output_cap, .profile = prof, .client_fd = ea->client_fd,
-		.landlock_fd = al.landlock_fd, .spawned = exec_spawned, .spawned_ud = &sc,
+		.landlock = al.active, .landlock_paths = al.paths, .landlock_n = al.n,
+		.spawned = exec_spawned, .spawned_ud = &sc,
 	};
 	int r = bk_exec_run(&a->engine, pod, &req, res);
 	bk_allowlist_free(&al);

@@ -45,8 +45,8 @@ srcs_of() {
 	cmdparse) echo agent/parse/cmdparse.c agent/parse/vpath.c ;;
 	vpath) echo agent/parse/vpath.c ;;
 	# config.c hands the egress profiles to policy.c
-	config) echo agent/parse/config.c agent/parse/policy.c lib/util.c ;;
-	mountinfo) echo agent/isolate/cgroup.c lib/util.c ;;
+	config) echo agent/parse/config.c agent/parse/policy.c lib/err.c lib/util.c ;;
+	mountinfo) echo agent/isolate/cgroup.c lib/err.c lib/util.c ;;
 	shimframe) echo sidecar-shim/frame.c ;;
 	# the whole agent but main(): request handling down to sandbox lookup
 	api) ls agent/*/*.c lib/*.c | grep -v '^agent/ctl/' | tr '\n' ' ' ;;

@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The exec child and its spawn (see child.h). */
+#include "agent/isolate/child.h"
+#include "agent/isolate/landlock.h"
+#include "agent/isolate/netlink.h"
+#include "agent/isolate/privs.h"
+#include "agent/isolate/step.h"
+#include "lib/err.h"
+#include "lib/log.h"
+#include "lib/missing.h"
+#include "lib/util.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+/* The child's report on the info pipe. */
+struct child_msg {
+	int kind; /* 1 ready, 2 error */
+	int err;
+	char layer[24];
+	char msg[200];
+	uint64_t netns_ino;
+	int n_if;
+	char ifaces[BK_MAX_IFACES][IFNAMSIZ];
+};
+
+struct child_args {
+	int info_fd, out_fd, err_fd, devnull;
+	int pidfd;                /* sandbox container init */
+	int pids_procs, mem_procs;
+	bool fresh_netns;
+	int netns_fd;
+	int landlock_fd;
+	int cap_last;
+	const char *fault;        /* testing.fault: child_steps[] says where it acts */
+	uid_t uid;
+	gid_t gid;
+	const char *cwd;
+	char *const *argv;
+	char *const *envp;
+	struct child_msg ready;   /* the "ready" report, filled as the steps go */
+	const char *what;         /* the failing step's sentence */
+};
+
+/* ---- the child: only async-signal-safe work from here on ------------------- */
+
+static _Noreturn void child_fail(const struct child_args *a, const char *layer, const char *what, int err)
+{
+	struct child_msg m;
+	memset(&m, 0, sizeof(m));
+	m.kind = 2;
+	m.err = err;
+	size_t l = strlen(layer);
+	memcpy(m.layer, layer, l < sizeof(m.layer) - 1 ? l : sizeof(m.layer) - 1);
+	l = strlen(what);
+	memcpy(m.msg, what, l < sizeof(m.msg) - 1 ? l : sizeof(m.msg) - 1);
+	(void)!write(a->info_fd, &m, sizeof(m));
+	_exit(127);
+}
+
+/* A step's failure: its sentence, and errno for the report. */
+static int failed(struct child_args *a, const char *what, int err)
+{
+	a->what = what;
+	return -(err > 0 ? err : EIO);
+}
+
+static int write0(int fd)
+{
+	return write(fd, "0", 1) == 1 ? 0 : -errno;
+}
+
+/* The monitor: parent of the command, unprivileged, holds no descriptor,
+ * exits with the command's status. */
+static _Noreturn void monitor(const struct child_args *a, pid_t cmd)
+{
+	syscall(SYS_close_range, 0, ~0U, 0);
+	if (bk_privs_drop(a->uid, a->gid, a->cap_last) < 0) {
+		kill(cmd, SIGKILL);
+		_exit(127);
+	}
+	int st;
+	while (waitpid(cmd, &st, 0) < 0)
+		if (errno != EINTR)
+			_exit(127);
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+/* The v1 hierarchies (hybrid hosts): joined before anything runs. */
+static int join_v1_cgroups(struct child_args *a)
+{
+	if (a->pids_procs >= 0 && write0(a->pids_procs) < 0)
+		return failed(a, "cannot join the v1 pids cgroup", errno);
+	if (a->mem_procs >= 0 && write0(a->mem_procs) < 0)
+		return failed(a, "cannot join the v1 memory cgroup", errno);
+	return 0;
+}
+
+static bool fresh(const struct child_args *a) { return a->fresh_netns; }
+static bool pod_netns(const struct child_args *a) { return !a->fresh_netns; }
+static bool landlock_on(const struct child_args *a) { return a->landlock_fd >= 0; }
+
+/* A fresh namespace, made by the agent and never used, lo up. */
+static int enter_fresh_netns(struct child_args *a)
+{
+	if (setns(a->netns_fd, CLONE_NEWNET) < 0)
+		return failed(a, "cannot enter the exec network namespace", errno);
+	return 0;
+}
+
+static int enter_pod_netns(struct child_args *a)
+{
+	if (setns(a->pidfd, CLONE_NEWNET) < 0)
+		return failed(a, "cannot join the pod network namespace", errno);
+	return 0;
+}
+
+/* The receipt, read back from the kernel: a fresh namespace must hold
+ * nothing but lo. */
+static int netns_receipt(struct child_args *a)
+{
+	int n = bk_netns_list(a->ready.ifaces, BK_MAX_IFACES);
+	if (n < 0)
+		return failed(a, "cannot list interfaces of the exec network namespace", -n);
+	a->ready.n_if = n;
+	if (a->fresh_netns && (n != 1 || !streq(a->ready.ifaces[0], "lo")))
+		return failed(a, "the fresh network namespace has interfaces other than lo", EEXIST);
+	struct stat st;
+	if (stat("/proc/self/ns/net", &st) < 0)
+		return failed(a, "cannot stat the exec network namespace", errno);
+	a->ready.netns_ino = st.st_ino;
+	return 0;
+}
+
+static int enter_container(struct child_args *a)
+{
+	if (setns(a->pidfd, CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP) < 0)
+		return failed(a, "cannot enter the sandbox container's namespaces", errno);
+	return 0;
+}
+
+/* The command runs as init of a fresh pid namespace below the container's:
+ * when it exits the kernel kills whatever it left behind, and orphans never
+ * land on the container's own init (which may not reap them). This process
+ * stays as its parent (the monitor) and reports its exit. */
+static int enter_pidns(struct child_args *a)
+{
+	long cmd_pid = syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, NULL, NULL, 0);
+	if (cmd_pid < 0)
+		return failed(a, "cannot create the exec pid namespace", errno);
+	if (cmd_pid > 0)
+		monitor(a, (pid_t)cmd_pid);
+	return 0;
+}
+
+/* Its own /proc: the container's shows every exec of the pod, all running
+ * as the same user, so one exec could read another's /proc/PID/environ
+ * (secret_env) or memory. A private mount namespace (a copy of the
+ * container's: /workspace is still shared) with a proc of the exec's own
+ * pid namespace shows only its own processes. */
+static int own_proc(struct child_args *a)
+{
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return failed(a, "cannot create the exec's mount namespace", errno);
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return failed(a, "cannot mount the exec's /proc", errno);
+	return 0;
+}
+
+static int stdio_limits(struct child_args *a)
+{
+	if (dup2(a->devnull, 0) < 0 || dup2(a->out_fd, 1) < 0 || dup2(a->err_fd, 2) < 0)
+		return failed(a, "cannot set up stdio", errno);
+	struct rlimit nofile = { 1024, 1024 }, core = { 0, 0 };
+	if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
+		return failed(a, "cannot set rlimits", errno);
+	return 0;
+}
+
+static int drop_privileges(struct child_args *a)
+{
+	int r = bk_privs_drop(a->uid, a->gid, a->cap_last);
+	if (r < 0)
+		return failed(a, "cannot drop privileges to the sandbox user", -r);
+	return 0;
+}
+
+/* The kernel's execute allowlist (no_new_privs is set by the drop). */
+static int apply_landlock(struct child_args *a)
+{
+	int r = bk_landlock_apply(a->landlock_fd);
+	if (r < 0)
+		return failed(a, "cannot apply the Landlock execute allowlist", -r);
+	return 0;
+}
+
+static int enter_cwd(struct child_args *a)
+{
+	if (chdir(a->cwd) < 0)
+		return failed(a, "cannot change to the working directory", errno);
+	if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		return failed(a, "cannot close inherited file descriptors", errno);
+	return 0;
+}
+
+/* Returns only on failure. */
+static int exec_shell(struct child_args *a)
+{
+	(void)!write(a->info_fd, &a->ready, sizeof(a->ready));
+	execve("/bin/sh", a->argv, a->envp);
+	return failed(a, "cannot execute /bin/sh in the sandbox container", errno);
+}
+
+/* The child's layers, in order. A failure reports the step's layer. */
+static const struct child_step {
+	const char *layer;
+	int (*run)(struct child_args *);
+	bool (*when)(const struct child_args *); /* NULL: always */
+	struct bk_fault fault;
+} child_steps[] = {
+	{ "cgroup",    .run = join_v1_cgroups },
+	{ "netns",     .run = enter_fresh_netns, .when = fresh,
+	  .fault = { "netns", EPERM, "injected fault: netns setup refused" } },
+	{ "netns",     .run = enter_pod_netns,   .when = pod_netns },
+	{ "netns",     .run = netns_receipt },
+	{ "container", .run = enter_container,   .fault = { "setns", EPERM, "injected fault: setns refused" } },
+	{ "container", .run = enter_pidns,       .fault = { "pidns", EPERM, "injected fault: pid namespace refused" } },
+	{ "container", .run = own_proc },
+	{ "container", .run = stdio_limits },
+	{ "container", .run = drop_privileges },
+	{ "landlock",  .run = apply_landlock,    .when = landlock_on },
+	{ "container", .run = enter_cwd },
+	{ "exec",      .run = exec_shell },
+};
+
+static _Noreturn void child_main(struct child_args *a)
+{
+	a->ready.kind = 1;
+	for (size_t i = 0; i < ARRAY_SIZE(child_steps); i++) {
+		const struct child_step *s = &child_steps[i];
+		if (s->when && !s->when(a))
+			continue;
+		if (bk_fault_hit(&s->fault, a->fault))
+			child_fail(a, s->layer, s->fault.msg, s->fault.err);
+		int r = s->run(a);
+		if (r < 0)
+			child_fail(a, s->layer, a->what, -r);
+	}
+	_exit(127); /* not reached: exec_shell returns only on failure */
+}
+
+/* ---- the agent's side -------------------------------------------------------- */
+
+static int pipe_pair(int *rd, int *wr)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	*rd = p[0];
+	*wr = p[1];
+	return 0;
+}
+
+static void spawned(struct exec_ctx *x)
+{
+	if (x->req->spawned && !x->spawned_called) {
+		x->spawned_called = true;
+		x->req->spawned(x->req->spawned_ud);
+	}
+}
+
+/* The child's report: "ready" (then EOF at execve) or the failed step. */
+static int wait_report(struct exec_ctx *x, int info_fd)
+{
+	struct child_msg m, last = { 0 };
+	for (;;) {
+		struct pollfd pf = { .fd = info_fd, .events = POLLIN };
+		int pr = poll(&pf, 1, 10000);
+		if (pr <= 0) {
+			last.kind = 2;
+			snprintf(last.layer, sizeof(last.layer), "exec");
+			snprintf(last.msg, sizeof(last.msg), "the exec child did not finish its setup in time");
+			break;
+		}
+		ssize_t n = read(info_fd, &m, sizeof(m));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (n == sizeof(m))
+			last = m;
+	}
+	if (last.kind != 1) {
+		if (last.kind == 0) {
+			last.kind = 2;
+			snprintf(last.layer, sizeof(last.layer), "exec");
+			snprintf(last.msg, sizeof(last.msg), "the exec child died during setup");
+		}
+		bk_exec_cg_kill(&x->cg, 2000);
+		siginfo_t si;
+		waitid(P_PIDFD, (id_t)x->pidfd, &si, WEXITED);
+		return bk_fail(&x->err, -(last.err ? last.err : EIO), last.layer, "%s%s%s", last.msg,
+			       last.err ? ": " : "", last.err ? strerror(last.err) : "");
+	}
+	x->res->netns_inode = last.netns_ino;
+	x->res->n_ifaces = last.n_if < BK_MAX_IFACES ? last.n_if : BK_MAX_IFACES;
+	memcpy(x->res->ifaces, last.ifaces, sizeof(x->res->ifaces));
+	return 0;
+}
+
+int bk_step_spawn(struct exec_ctx *x)
+{
+	struct bk_engine *e = x->e;
+	const struct bk_exec_req *req = x->req;
+	_cleanup_close_ int info_rd = -1, info_wr = -1, out_wr = -1, err_wr = -1;
+	if (pipe_pair(&x->out_fd, &out_wr) < 0 || pipe_pair(&x->err_fd, &err_wr) < 0 ||
+	    pipe_pair(&info_rd, &info_wr) < 0)
+		return bk_fail(&x->err, -errno, "exec", "cannot create pipes: %s", strerror(errno));
+	char *argv[] = { "sh", "-c", (char *)req->command, NULL };
+	struct child_args ca = {
+		.info_fd = info_wr, .out_fd = out_wr, .err_fd = err_wr, .devnull = e->devnull,
+		.pidfd = x->pod->sandbox_pidfd, .pids_procs = x->cg.pids_procs_fd, .mem_procs = x->cg.mem_procs_fd,
+		.fresh_netns = x->fresh_netns, .netns_fd = x->netns_fd, .landlock_fd = x->landlock_fd,
+		.cap_last = e->cap_last, .fault = x->cfg->fault[0] ? x->cfg->fault : NULL,
+		.uid = x->pod->uid, .gid = x->pod->gid, .cwd = req->cwd ? req->cwd : "/workspace",
+		.argv = argv, .envp = req->env,
+	};
+	/* The child is born in the container's pid namespace: the thread's
+	 * pid_for_children is switched for this clone only. */
+	if (setns(x->pod->sandbox_pidfd, CLONE_NEWPID) < 0)
+		return bk_fail(&x->err, -errno, NULL, "cannot enter the sandbox container's pid namespace: %s",
+			       strerror(errno));
+	int pidfd = -1;
+	struct clone_args args = {
+		.flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
+		.pidfd = (uint64_t)(uintptr_t)&pidfd,
+		.exit_signal = SIGCHLD,
+		.cgroup = (uint64_t)x->cg.v2_fd,
+	};
+	long pid = syscall(SYS_clone3, &args, sizeof(args));
+	int clone_errno = errno;
+	if (pid == 0)
+		child_main(&ca);
+	spawned(x);
+	if (setns(e->self_pidns, CLONE_NEWPID) < 0) {
+		/* cannot happen for our own namespace; never spawn from a
+		 * thread whose pid_for_children is wrong */
+		log_errorf("pidns_restore", "cannot return to the agent's pid namespace: %s", strerror(errno));
+		abort();
+	}
+	if (pid < 0)
+		return bk_fail(&x->err, -clone_errno, "cgroup", "clone3 into the exec cgroup failed: %s",
+			       strerror(clone_errno));
+	x->pidfd = pidfd;
+	/* only the child writes these now: EOF comes with its end */
+	close(steal_fd(&info_wr));
+	close(steal_fd(&out_wr));
+	close(steal_fd(&err_wr));
+	return wait_report(x, info_rd);
+}

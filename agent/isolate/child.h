@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The exec child. Born by clone3(CLONE_INTO_CGROUP) in the exec cgroup and
+ * in the sandbox container's pid namespace, it takes its own table of
+ * steps between clone3 and execve (child.c), in order:
+ *
+ *   cgroup     join the v1 pids/memory cgroups (hybrid hosts)
+ *   netns      enter the fresh namespace (which must hold nothing but lo)
+ *              or the pod's
+ *   container  enter the sandbox container (mnt, uts, ipc, cgroup); a pid
+ *              namespace of its own below the container's (a monitor stays
+ *              as the command's parent), with its own /proc; stdio, rlimits
+ *   container  the one privilege drop (privs.h)
+ *   landlock   the execute allowlist (landlock.h)
+ *   container  the working directory, no inherited descriptors
+ *   exec       execve("/bin/sh", "-c", COMMAND) with the clean environment
+ *
+ * It reports over a pipe: "ready" just before execve (the pipe then closes,
+ * O_CLOEXEC), or the layer and sentence of the step that failed (then it
+ * exits and the agent kills its cgroup). Only async-signal-safe work there:
+ * it is a child of a multi-threaded process (no malloc, no stdio, no
+ * locks), and it never returns into the agent's code. */
+#pragma once
+
+struct exec_ctx;
+/* Step "container" (the last of the agent's): clone3 the exec child and
+ * wait for its report. Leaves x->pidfd, x->out_fd, x->err_fd and the
+ * network receipt in x->res. Calls req->spawned as soon as the child
+ * exists (or clone3 failed). */
+int bk_step_spawn(struct exec_ctx *x);

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One exec on its way through the steps of bk_exec_run (exec.c): what the
+ * steps read (engine, pod, request, result) and what each leaves for the
+ * later steps and for the teardown. Internal to agent/isolate/: each step
+ * is a function `int bk_step_X(struct exec_ctx *)` in the file of its
+ * kernel facility, declared in that file's header; it returns 0 or a
+ * negative errno with x->err filled by bk_fail (its layer left "" when the
+ * failure belongs to the step's own layer). */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/isolate/exec.h"
+#include "lib/err.h"
+#include "lib/util.h"
+
+/* A testing.fault (config testing.fault, only with testing.allow_unsafe):
+ * the step that carries it in its table fails with err and msg instead of
+ * running — the tests' way to see every layer fail closed. */
+struct bk_fault {
+	const char *name;
+	int err;
+	const char *msg;
+};
+
+static inline bool bk_fault_hit(const struct bk_fault *f, const char *configured)
+{
+	return f->name && configured && streq(f->name, configured);
+}
+
+struct exec_ctx {
+	struct bk_engine *e;
+	const struct bk_config *cfg;
+	const struct bk_pod *pod;
+	const struct bk_exec_req *req;
+	struct bk_exec_result *res;
+	bool fresh_netns;          /* a fresh network namespace (profile, and the layer is on) */
+	uint64_t t0;               /* start (ns, monotonic); the timeout counts from here */
+	struct bk_error err;       /* why the failing step failed */
+
+	/* what the steps made, released by the teardown (exec.c) */
+	struct bk_exec_cg cg;      /* cgroup: the exec's cgroups and their fds */
+	bool recorded;             /* cgroup: its record is in the state directory */
+	struct bk_filter_att att;  /* bpf: policy entry and pinned links */
+	bool watched;              /* bpf: denial events are matched to res */
+	int netns_fd;              /* netns: the fresh namespace (-1: none) */
+	int landlock_fd;           /* landlock: the ruleset (-1: none) */
+	int pidfd;                 /* spawn: the exec child */
+	int out_fd, err_fd;        /* spawn: read ends of its stdout and stderr */
+	bool spawned_called;       /* req->spawned was called */
+};
