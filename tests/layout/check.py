@@ -6,16 +6,21 @@ Rooms in dependency order, top to bottom (agent/README.md):
     agent/main.c → api → observe → session → files → agent/agent.h
                  → isolate → caller → parse → lib → bpf/egress.h
 A file may include headers of its own room or of rooms below it, never
-above; no two files may depend on each other through any chain (a .c and
-its .h are one unit); boxkitectl (agent/ctl) and the shim use lib/ only;
-JSON (cJSON) is built only at the API edge: never in isolate, session,
-files or observe. Prints one "ok - " / "not ok - " line per rule; exits 1
-when one fails.  Usage: check.py [ROOT]"""
+above, and call only into files of its own room or below; no file
+includes, or calls into, a file that depends on it, through any chain.
+Calls are read from the objects the build made (nm: what each object
+needs and what each defines), so they are exact. boxkitectl (agent/ctl)
+and the shim use lib/ only; JSON (cJSON) is built only at the API edge:
+never in isolate, session, files or observe. Prints one "ok - " /
+"not ok - " line per rule; exits 1 when one fails.
+Usage: check.py [ROOT [BUILD]]"""
 import os
 import re
+import subprocess
 import sys
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../.."))
+BUILD = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "build"))
 ORDER = ["agent/main", "agent/api", "agent/observe", "agent/session", "agent/files", "agent/agent",
          "agent/isolate", "agent/caller", "agent/parse", "lib", "bpf"]
 NO_JSON = ["agent/isolate", "agent/session", "agent/files", "agent/observe"]
@@ -49,10 +54,9 @@ def rule(name, problems):
 
 files = sources()
 text = {f: open(os.path.join(ROOT, f), encoding="utf-8", errors="replace").read() for f in files}
-unit = lambda p: os.path.splitext(p)[0]
 
 # 1. includes resolve, root-relative (the shim's and the BPF object's own headers sit beside them)
-edges, bad = {}, []
+inc_edges, bad = {}, []
 for f in files:
     for inc in INC.findall(text[f]):
         if inc.endswith(".skel.h"):
@@ -65,50 +69,82 @@ for f in files:
         else:
             bad.append(f"{f}: #include \"{inc}\" is not a path from the top of the tree")
             continue
-        edges.setdefault(unit(f), set()).add(unit(target))
+        inc_edges.setdefault(f, set()).add(target)
 rule("every include names a file by its path from the top of the tree", bad)
 
-# 2. dependencies run downward only
-bad = []
-for a, tos in sorted(edges.items()):
-    ra = room(a + ".c") or room(a + ".h")
-    for b in sorted(tos):
-        rb = room(b + ".c") or room(b + ".h")
-        if ra is None or rb is None or ra == rb:
-            continue
-        if ra in LIB_ONLY:
-            if rb != "lib":
-                bad.append(f"{a} ({ra}) uses {b} ({rb}): boxkitectl and the shim use lib/ only")
-            continue
-        if rb in LIB_ONLY or ORDER.index(rb) < ORDER.index(ra):
-            bad.append(f"{a} ({ra}) uses {b} ({rb}), a room above it")
-rule("dependencies run downward only (main > api > observe > session > files > agent.h > isolate > caller > parse > lib)", bad)
-
-# 3. no circle of units, through any chain
-bad, state, stack = [], {}, []
+# 2. calls, from the objects: a needs a symbol that b defines
+def nm(obj, flags):
+    out = subprocess.run(["nm", *flags, obj], capture_output=True, text=True).stdout
+    return {l.split()[-1] for l in out.splitlines() if l.strip()}
 
 
-def visit(u):
-    state[u] = 1
-    stack.append(u)
-    for v in sorted(edges.get(u, ())):
-        if v == u:
-            continue
-        if state.get(v) == 1:
-            bad.append(" -> ".join(stack[stack.index(v):] + [v]))
-        elif v not in state:
-            visit(v)
-    stack.pop()
-    state[u] = 2
+call_edges, defined, needs, objs = {}, {}, {}, 0
+for f in files:
+    if not f.endswith(".c") or room(f) == "bpf":
+        continue
+    obj = os.path.join(BUILD, "obj", f[:-2] + ".o")
+    if not os.path.exists(obj):
+        continue
+    objs += 1
+    for sym in nm(obj, ["--defined-only", "--extern-only"]):
+        defined[sym] = f
+    needs[f] = nm(obj, ["--undefined-only"])
+for f, syms in needs.items():
+    for sym in syms:
+        if sym in defined and defined[sym] != f:
+            call_edges.setdefault(f, set()).add(defined[sym])
+rule(f"the objects of the build were read ({objs} found in {os.path.relpath(BUILD, ROOT)}/obj)",
+     [] if objs >= 20 else [f"only {objs} objects: run make first"])
+
+
+# 3. dependencies run downward only, in includes and in calls
+def downward(edges, verb):
+    bad = []
+    for a, tos in sorted(edges.items()):
+        ra = room(a)
+        for b in sorted(tos):
+            rb = room(b)
+            if ra is None or rb is None or ra == rb:
+                continue
+            if ra in LIB_ONLY:
+                if rb != "lib":
+                    bad.append(f"{a} ({ra}) {verb} {b} ({rb}): boxkitectl and the shim use lib/ only")
+                continue
+            if rb in LIB_ONLY or ORDER.index(rb) < ORDER.index(ra):
+                bad.append(f"{a} ({ra}) {verb} {b} ({rb}), a room above it")
+    return bad
+
+
+rule("dependencies run downward only (main > api > observe > session > files > agent.h > isolate > caller > parse > lib)",
+     downward(inc_edges, "includes") + downward(call_edges, "calls into"))
+
+
+# 4. no circle: in the include graph, and in the call graph
+def circles(edges):
+    bad, state, stack = [], {}, []
+
+    def visit(u):
+        state[u] = 1
+        stack.append(u)
+        for v in sorted(edges.get(u, ())):
+            if state.get(v) == 1:
+                bad.append(" -> ".join(stack[stack.index(v):] + [v]))
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = 2
+
+    for u in sorted(edges):
+        if u not in state:
+            visit(u)
+    return bad
 
 
 sys.setrecursionlimit(10000)
-for u in sorted(edges):
-    if u not in state:
-        visit(u)
-rule("no dependency circle among source files", bad)
+rule("no circle of includes", circles(inc_edges))
+rule("no circle of calls (no file calls into a file that calls back into it, through any chain)", circles(call_edges))
 
-# 4. JSON only at the edge
+# 5. JSON only at the edge
 bad = []
 for f in files:
     if room(f) in NO_JSON:
