@@ -12,499 +12,11 @@
  *      (name, file) pair, with allowed_commands.
  * Order matters for the caller: a string with a refused construct never
  * reaches the resolver (which enters the sandbox's mount namespace). */
-#include "agent/parse/cmdparse.h"
+#include "agent/parse/cmdlex.h"
 #include "lib/util.h"
 #include "agent/parse/vpath.h"
 
 #include <stdarg.h>
-
-enum tok_kind { T_WORD, T_SEP, T_PIPE, T_AND, T_OR, T_REDIR };
-enum redir_kind { R_WRITE, R_APPEND, R_READ, R_DUP_OUT, R_DUP_IN };
-
-#define W_QUOTED 0x01  /* some part of the word was quoted or escaped */
-#define W_GLOB 0x02    /* an unquoted * ? [ */
-#define W_TARGET 0x04  /* the word is a redirection's target */
-#define W_NONASCII 0x08
-
-struct tok {
-	uint8_t kind;
-	uint8_t redir;
-	uint8_t fd;
-	uint8_t flags;
-	uint32_t off;  /* source offset */
-	uint32_t voff; /* value: buf + voff, NUL-terminated */
-	uint32_t vlen;
-};
-
-struct lexer {
-	const char *s;
-	size_t len;
-	struct tok *toks;
-	size_t ntok, nwords;
-	char *buf;
-	size_t blen;
-	/* the word being built */
-	bool in_word;
-	size_t wstart, wsrc;
-	uint8_t wflags;
-	bool digits_only;   /* every byte so far an unquoted digit */
-	char prev_unq;      /* last byte appended unquoted, 0 after a quoted one */
-	bool need_target;   /* the last token was a redirection operator */
-	struct bk_cmd_result *res;
-};
-
-/* ---- results ------------------------------------------------------------ */
-
-_printf_(5, 6) static int refuse(struct bk_cmd_result *res, int err, const char *code, size_t off, const char *fmt,
-				 ...)
-{
-	res->code = code;
-	res->offset = off;
-	res->n_commands = 0;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(res->reason, sizeof(res->reason), fmt, ap);
-	va_end(ap);
-	/* the sentence quotes user text: keep it printable ASCII */
-	for (char *p = res->reason; *p; p++)
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
-			*p = '?';
-	return err;
-}
-
-/* A short printable rendering of user text for a sentence. */
-static const char *shown(const char *s, char *out, size_t outlen)
-{
-	size_t o = 0, n = strlen(s);
-	for (size_t i = 0; i < n && o + 4 < outlen; i++)
-		out[o++] = (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f ? s[i] : '?';
-	if (o + 4 >= outlen && strlen(s) > o) {
-		out[o++] = '.';
-		out[o++] = '.';
-		out[o++] = '.';
-	}
-	out[o] = '\0';
-	return out;
-}
-
-/* ---- pass 1: lexer ------------------------------------------------------ */
-
-static bool is_blank(char c) { return c == ' ' || c == '\t'; }
-static bool is_op(char c) { return c == ';' || c == '|' || c == '&' || c == '<' || c == '>'; }
-
-/* Validate one UTF-8 sequence at s[i] (inside quotes). Returns its length,
- * or 0 and fills res. Refused besides malformed sequences (overlong,
- * surrogates, > U+10FFFF): the invisible and reordering code points that
- * make a command read differently from what runs (Trojan Source,
- * CVE-2021-42574) and C1 controls. */
-static size_t utf8_check(struct lexer *lx, size_t i)
-{
-	const unsigned char *s = (const unsigned char *)lx->s;
-	unsigned char b = s[i];
-	size_t need;
-	uint32_t cp;
-	unsigned char lo = 0x80, hi = 0xbf;
-	if (b >= 0xc2 && b <= 0xdf) {
-		need = 1;
-		cp = b & 0x1f;
-	} else if (b >= 0xe0 && b <= 0xef) {
-		need = 2;
-		cp = b & 0x0f;
-		if (b == 0xe0)
-			lo = 0xa0;
-		if (b == 0xed)
-			hi = 0x9f;
-	} else if (b >= 0xf0 && b <= 0xf4) {
-		need = 3;
-		cp = b & 0x07;
-		if (b == 0xf0)
-			lo = 0x90;
-		if (b == 0xf4)
-			hi = 0x8f;
-	} else {
-		refuse(lx->res, -EPERM, BK_CMD_R_INVALID_UTF8, i, "byte 0x%02x at offset %zu is not valid UTF-8", b, i);
-		return 0;
-	}
-	if (lx->len - i - 1 < need || s[i + 1] < lo || s[i + 1] > hi) {
-		refuse(lx->res, -EPERM, BK_CMD_R_INVALID_UTF8, i, "malformed UTF-8 sequence at offset %zu", i);
-		return 0;
-	}
-	for (size_t k = 1; k <= need; k++) {
-		if (k > 1 && (s[i + k] < 0x80 || s[i + k] > 0xbf)) {
-			refuse(lx->res, -EPERM, BK_CMD_R_INVALID_UTF8, i, "malformed UTF-8 sequence at offset %zu", i);
-			return 0;
-		}
-		cp = (cp << 6) | (s[i + k] & 0x3f);
-	}
-	if ((cp >= 0x80 && cp <= 0x9f) || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
-	    (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb) ||
-	    (cp >= 0xe0000 && cp <= 0xe007f)) {
-		refuse(lx->res, -EPERM, BK_CMD_R_UNICODE_FORMAT, i,
-		       "invisible or reordering character U+%04X at offset %zu (control, bidi or zero-width)", cp, i);
-		return 0;
-	}
-	return need + 1;
-}
-
-/* The checks every byte gets, quoted or not: no NUL, newline or other
- * control character (tab is a blank). */
-static int byte_check(struct lexer *lx, size_t i)
-{
-	unsigned char c = (unsigned char)lx->s[i];
-	if (c == '\0')
-		return refuse(lx->res, -EPERM, BK_CMD_R_NUL, i, "NUL byte at offset %zu", i);
-	if (c == '\n' || c == '\r')
-		return refuse(lx->res, -EPERM, BK_CMD_R_NEWLINE, i,
-			      "newline at offset %zu: write one command line (use ';' or '&&')", i);
-	if ((c < 0x20 && c != '\t') || c == 0x7f)
-		return refuse(lx->res, -EPERM, BK_CMD_R_CONTROL_CHAR, i, "control character 0x%02x at offset %zu", c, i);
-	return 0;
-}
-
-static void put(struct lexer *lx, char c, bool quoted)
-{
-	if (!lx->in_word) {
-		lx->in_word = true;
-		lx->wstart = lx->blen;
-		lx->wflags = 0;
-		lx->digits_only = true;
-	}
-	lx->buf[lx->blen++] = c;
-	if (quoted) {
-		lx->wflags |= W_QUOTED;
-		lx->digits_only = false;
-		lx->prev_unq = 0;
-	} else {
-		if (c < '0' || c > '9')
-			lx->digits_only = false;
-		lx->prev_unq = c;
-	}
-}
-
-/* An empty quoted word ('' or "") is still a word. */
-static void start_word(struct lexer *lx, size_t src)
-{
-	if (!lx->in_word) {
-		lx->in_word = true;
-		lx->wstart = lx->blen;
-		lx->wflags = 0;
-		lx->digits_only = true;
-		lx->wsrc = src;
-		lx->prev_unq = 0;
-	}
-}
-
-static int add_tok(struct lexer *lx, struct tok t)
-{
-	if (lx->ntok == BK_CMD_MAX_TOKENS)
-		return refuse(lx->res, -E2BIG, BK_CMD_R_TOO_MANY_WORDS, t.off, "more than %d words and operators",
-			      BK_CMD_MAX_TOKENS);
-	lx->toks[lx->ntok++] = t;
-	return 0;
-}
-
-static int end_word(struct lexer *lx)
-{
-	if (!lx->in_word)
-		return 0;
-	lx->in_word = false;
-	if (lx->nwords == BK_CMD_MAX_WORDS)
-		return refuse(lx->res, -E2BIG, BK_CMD_R_TOO_MANY_WORDS, lx->wsrc, "more than %d words",
-			      BK_CMD_MAX_WORDS);
-	lx->nwords++;
-	struct tok t = {
-		.kind = T_WORD,
-		.flags = lx->wflags | (lx->need_target ? W_TARGET : 0),
-		.off = (uint32_t)lx->wsrc,
-		.voff = (uint32_t)lx->wstart,
-		.vlen = (uint32_t)(lx->blen - lx->wstart),
-	};
-	lx->need_target = false;
-	lx->buf[lx->blen++] = '\0';
-	return add_tok(lx, t);
-}
-
-static int lex_single(struct lexer *lx, size_t *pi)
-{
-	size_t q = *pi, i = q + 1;
-	start_word(lx, q);
-	lx->wflags |= W_QUOTED;
-	lx->digits_only = false;
-	for (;;) {
-		if (i >= lx->len)
-			return refuse(lx->res, -EINVAL, BK_CMD_R_UNTERMINATED_QUOTE, q,
-				      "single quote at offset %zu is never closed", q);
-		char c = lx->s[i];
-		if (c == '\'')
-			break;
-		int r = byte_check(lx, i);
-		if (r < 0)
-			return r;
-		if ((unsigned char)c >= 0x80) {
-			size_t n = utf8_check(lx, i);
-			if (!n)
-				return -EPERM;
-			for (size_t k = 0; k < n; k++)
-				put(lx, lx->s[i + k], true);
-			lx->wflags |= W_NONASCII;
-			i += n;
-			continue;
-		}
-		put(lx, c, true);
-		i++;
-	}
-	lx->prev_unq = 0;
-	*pi = i + 1;
-	return 0;
-}
-
-static int lex_double(struct lexer *lx, size_t *pi)
-{
-	size_t q = *pi, i = q + 1;
-	start_word(lx, q);
-	lx->wflags |= W_QUOTED;
-	lx->digits_only = false;
-	for (;;) {
-		if (i >= lx->len)
-			return refuse(lx->res, -EINVAL, BK_CMD_R_UNTERMINATED_QUOTE, q,
-				      "double quote at offset %zu is never closed", q);
-		char c = lx->s[i];
-		if (c == '"')
-			break;
-		int r = byte_check(lx, i);
-		if (r < 0)
-			return r;
-		if (c == '$')
-			return i + 1 < lx->len && lx->s[i + 1] == '('
-				       ? refuse(lx->res, -EPERM, BK_CMD_R_COMMAND_SUBST, i,
-						"command substitution '$(' at offset %zu", i)
-				       : refuse(lx->res, -EPERM, BK_CMD_R_PARAM_EXPANSION, i,
-						"'$' at offset %zu: no expansion is allowed (put literal '$' in single quotes)",
-						i);
-		if (c == '`')
-			return refuse(lx->res, -EPERM, BK_CMD_R_COMMAND_SUBST, i, "command substitution '`' at offset %zu", i);
-		if (c == '\\') {
-			char n = i + 1 < lx->len ? lx->s[i + 1] : '\0';
-			if (n == '"' || n == '\\') {
-				put(lx, n, true);
-				i += 2;
-				continue;
-			}
-			if (n == '$')
-				return refuse(lx->res, -EPERM, BK_CMD_R_PARAM_EXPANSION, i + 1,
-					      "'\\$' at offset %zu: no '$' outside single quotes", i);
-			if (n == '`')
-				return refuse(lx->res, -EPERM, BK_CMD_R_COMMAND_SUBST, i + 1,
-					      "'\\`' at offset %zu: no '`' outside single quotes", i);
-			if (n == '\n')
-				return refuse(lx->res, -EPERM, BK_CMD_R_ESCAPED_NEWLINE, i, "escaped newline at offset %zu", i);
-			/* POSIX: any other backslash in "..." is itself */
-			put(lx, '\\', true);
-			i++;
-			continue;
-		}
-		if ((unsigned char)c >= 0x80) {
-			size_t n = utf8_check(lx, i);
-			if (!n)
-				return -EPERM;
-			for (size_t k = 0; k < n; k++)
-				put(lx, lx->s[i + k], true);
-			lx->wflags |= W_NONASCII;
-			i += n;
-			continue;
-		}
-		put(lx, c, true);
-		i++;
-	}
-	lx->prev_unq = 0;
-	*pi = i + 1;
-	return 0;
-}
-
-/* An operator at s[*pi]; the word before it has been handled. */
-static int lex_op(struct lexer *lx, size_t *pi, int io_fd)
-{
-	size_t i = *pi;
-	char c = lx->s[i], n = i + 1 < lx->len ? lx->s[i + 1] : '\0';
-	struct tok t = { .off = (uint32_t)i };
-	size_t used = 1;
-
-	if (lx->need_target)
-		return refuse(lx->res, -EPERM, BK_CMD_R_REDIR_TARGET, i, "redirection without a target before offset %zu", i);
-	switch (c) {
-	case ';':
-		t.kind = T_SEP;
-		break;
-	case '|':
-		if (n == '|') {
-			t.kind = T_OR;
-			used = 2;
-		} else {
-			t.kind = T_PIPE;
-		}
-		break;
-	case '&':
-		if (n == '&') {
-			t.kind = T_AND;
-			used = 2;
-			break;
-		}
-		if (n == '>')
-			return refuse(lx->res, -EPERM, BK_CMD_R_BACKGROUND, i,
-				      "'&>' at offset %zu: /bin/sh (dash) reads it as '&' (background) then '>'; "
-				      "write '>file 2>&1'",
-				      i);
-		return refuse(lx->res, -EPERM, BK_CMD_R_BACKGROUND, i, "background '&' at offset %zu", i);
-	case '>':
-	case '<':
-		t.kind = T_REDIR;
-		t.fd = (uint8_t)(io_fd >= 0 ? io_fd : c == '>' ? 1 : 0);
-		if (n == '(')
-			return refuse(lx->res, -EPERM, BK_CMD_R_PROCESS_SUBST, i, "process substitution '%c(' at offset %zu",
-				      c, i);
-		if (c == '<' && n == '<')
-			return refuse(lx->res, -EPERM, BK_CMD_R_HEREDOC, i, "here-document '<<' at offset %zu", i);
-		if (c == '<' && n == '>')
-			return refuse(lx->res, -EPERM, BK_CMD_R_REDIR_UNSUPPORTED, i, "'<>' at offset %zu is not supported", i);
-		if (c == '>' && n == '|')
-			return refuse(lx->res, -EPERM, BK_CMD_R_REDIR_UNSUPPORTED, i, "'>|' at offset %zu is not supported", i);
-		if (n == '&') {
-			t.redir = c == '>' ? R_DUP_OUT : R_DUP_IN;
-			used = 2;
-		} else if (c == '>' && n == '>') {
-			t.redir = R_APPEND;
-			used = 2;
-		} else {
-			t.redir = c == '>' ? R_WRITE : R_READ;
-		}
-		break;
-	}
-	int r = add_tok(lx, t);
-	if (r < 0)
-		return r;
-	if (t.kind == T_REDIR)
-		lx->need_target = true;
-	*pi = i + used;
-	return 0;
-}
-
-static int lex(struct lexer *lx)
-{
-	size_t i = 0;
-	int r;
-	while (i < lx->len) {
-		char c = lx->s[i];
-		unsigned char uc = (unsigned char)c;
-		if ((r = byte_check(lx, i)) < 0)
-			return r;
-		if (is_blank(c)) {
-			if ((r = end_word(lx)) < 0)
-				return r;
-			i++;
-			continue;
-		}
-		if (uc >= 0x80)
-			return refuse(lx->res, -EPERM, BK_CMD_R_NON_ASCII, i,
-				      "non-ASCII byte 0x%02x at offset %zu outside quotes (look-alike characters are refused)",
-				      uc, i);
-		if (is_op(c)) {
-			int io_fd = -1;
-			if ((c == '<' || c == '>') && lx->in_word && lx->digits_only) {
-				/* "2>": the digits are the redirection's fd, not a word */
-				size_t dl = lx->blen - lx->wstart;
-				if (dl != 1 || lx->buf[lx->wstart] > '2')
-					return refuse(lx->res, -EPERM, BK_CMD_R_REDIR_FD, lx->wsrc,
-						      "redirection of fd %.*s at offset %zu: only 0, 1 and 2", (int)dl,
-						      lx->buf + lx->wstart, lx->wsrc);
-				io_fd = lx->buf[lx->wstart] - '0';
-				lx->blen = lx->wstart;
-				lx->in_word = false;
-			} else if ((r = end_word(lx)) < 0) {
-				return r;
-			}
-			if ((r = lex_op(lx, &i, io_fd)) < 0)
-				return r;
-			continue;
-		}
-		if (!lx->in_word)
-			lx->wsrc = i;
-		switch (c) {
-		case '\'':
-			if ((r = lex_single(lx, &i)) < 0)
-				return r;
-			continue;
-		case '"':
-			if ((r = lex_double(lx, &i)) < 0)
-				return r;
-			continue;
-		case '\\': {
-			if (i + 1 >= lx->len)
-				return refuse(lx->res, -EPERM, BK_CMD_R_BACKSLASH, i, "trailing backslash at offset %zu", i);
-			char n = lx->s[i + 1];
-			unsigned char un = (unsigned char)n;
-			if (n == '\n')
-				return refuse(lx->res, -EPERM, BK_CMD_R_ESCAPED_NEWLINE, i, "escaped newline at offset %zu", i);
-			if ((r = byte_check(lx, i + 1)) < 0)
-				return r;
-			if (un >= 0x80)
-				return refuse(lx->res, -EPERM, BK_CMD_R_NON_ASCII, i + 1,
-					      "non-ASCII byte 0x%02x at offset %zu outside quotes", un, i + 1);
-			if (n == '$')
-				return refuse(lx->res, -EPERM, BK_CMD_R_PARAM_EXPANSION, i + 1,
-					      "'\\$' at offset %zu: no '$' outside single quotes", i);
-			if (n == '`')
-				return refuse(lx->res, -EPERM, BK_CMD_R_COMMAND_SUBST, i + 1,
-					      "'\\`' at offset %zu: no '`' outside single quotes", i);
-			start_word(lx, i);
-			put(lx, n, true);
-			i += 2;
-			continue;
-		}
-		case '$':
-			if (i + 1 < lx->len && lx->s[i + 1] == '(')
-				return refuse(lx->res, -EPERM, BK_CMD_R_COMMAND_SUBST, i,
-					      "command substitution '$(' at offset %zu", i);
-			return refuse(lx->res, -EPERM, BK_CMD_R_PARAM_EXPANSION, i,
-				      "'$' at offset %zu: no parameter expansion (put a literal '$' in single quotes)", i);
-		case '`':
-			return refuse(lx->res, -EPERM, BK_CMD_R_COMMAND_SUBST, i, "command substitution '`' at offset %zu", i);
-		case '(':
-		case ')':
-			return refuse(lx->res, -EPERM, BK_CMD_R_SUBSHELL, i, "'%c' at offset %zu: no subshells", c, i);
-		case '{':
-		case '}':
-			return refuse(lx->res, -EPERM, BK_CMD_R_BRACE, i,
-				      "unquoted '%c' at offset %zu: no brace groups or brace expansion (quote it)", c, i);
-		case '#':
-			if (!lx->in_word)
-				return refuse(lx->res, -EPERM, BK_CMD_R_COMMENT, i, "comment '#' at offset %zu", i);
-			break;
-		case '~':
-			if (!lx->in_word || lx->blen == lx->wstart || lx->prev_unq == '=' || lx->prev_unq == ':')
-				return refuse(lx->res, -EPERM, BK_CMD_R_TILDE, i,
-					      "unquoted '~' at offset %zu: no tilde expansion (write the path)", i);
-			break;
-		case '*':
-		case '?':
-		case '[':
-			put(lx, c, false);
-			lx->wflags |= W_GLOB;
-			i++;
-			continue;
-		default:
-			break;
-		}
-		if (!lx->in_word)
-			lx->wsrc = i;
-		put(lx, c, false);
-		i++;
-	}
-	if ((r = end_word(lx)) < 0)
-		return r;
-	if (lx->need_target)
-		return refuse(lx->res, -EPERM, BK_CMD_R_REDIR_TARGET, lx->len, "redirection without a target at the end");
-	return 0;
-}
 
 /* ---- pass 2: structure -------------------------------------------------- */
 
@@ -595,16 +107,16 @@ static int check_target(const struct tok *r, const struct tok *w, const char *v,
 	if (r->redir == R_DUP_OUT || r->redir == R_DUP_IN) {
 		if (w->vlen == 1 && (v[0] == '0' || v[0] == '1' || v[0] == '2' || v[0] == '-'))
 			return 0;
-		return refuse(res, -EPERM, BK_CMD_R_REDIR_FD, w->off,
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_REDIR_FD, w->off,
 			      "'%s&%s' at offset %u: only 0, 1, 2 or '-' may follow '%s&'", r->redir == R_DUP_OUT ? ">" : "<",
-			      shown(v, sh, sizeof(sh)), r->off, r->redir == R_DUP_OUT ? ">" : "<");
+			      bk_cmd_shown(v, sh, sizeof(sh)), r->off, r->redir == R_DUP_OUT ? ">" : "<");
 	}
 	bool write = r->redir != R_READ;
 	if (w->flags & W_GLOB)
-		return refuse(res, -EPERM, BK_CMD_R_REDIR_GLOB, w->off, "redirection target '%s' at offset %u has a glob",
-			      shown(v, sh, sizeof(sh)), w->off);
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_REDIR_GLOB, w->off, "redirection target '%s' at offset %u has a glob",
+			      bk_cmd_shown(v, sh, sizeof(sh)), w->off);
 	if (!v[0])
-		return refuse(res, -EPERM, BK_CMD_R_REDIR_TARGET, w->off, "empty redirection target at offset %u", w->off);
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_REDIR_TARGET, w->off, "empty redirection target at offset %u", w->off);
 	static const char *const dev_w[] = { "/dev/null", "/dev/stdout", "/dev/stderr" };
 	static const char *const dev_r[] = { "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/stdin" };
 	for (size_t k = 0; write && k < ARRAY_SIZE(dev_w); k++)
@@ -614,21 +126,21 @@ static int check_target(const struct tok *r, const struct tok *w, const char *v,
 		if (streq(v, dev_r[k]))
 			return 0;
 	if (has_dotdot(v))
-		return refuse(res, -EPERM, BK_CMD_R_DOTDOT, w->off, "redirection target '%s' at offset %u has a '..'",
-			      shown(v, sh, sizeof(sh)), w->off);
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_DOTDOT, w->off, "redirection target '%s' at offset %u has a '..'",
+			      bk_cmd_shown(v, sh, sizeof(sh)), w->off);
 	char path[BK_VPATH_MAX + 1];
 	const char *cwd = pol && pol->cwd ? pol->cwd : "/workspace";
 	int n = v[0] == '/' ? snprintf(path, sizeof(path), "%s", v) : snprintf(path, sizeof(path), "%s/%s", cwd, v);
 	struct bk_vpath vp;
 	if (n < 0 || (size_t)n >= sizeof(path) || has_dotdot(path) || bk_vpath_parse(path, (size_t)n, &vp) < 0)
-		return refuse(res, -EPERM, BK_CMD_R_REDIR_TARGET, w->off,
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_REDIR_TARGET, w->off,
 			      "redirection %s '%s' at offset %u is outside %s", write ? "to" : "from",
-			      shown(v, sh, sizeof(sh)), w->off,
+			      bk_cmd_shown(v, sh, sizeof(sh)), w->off,
 			      write ? "/workspace, /tmp and /mnt/user-data/outputs"
 				    : "/workspace, /tmp, /mnt/user-data and /mnt/skills");
 	if (write && !vp.writable)
-		return refuse(res, -EPERM, BK_CMD_R_REDIR_READONLY, w->off, "redirection to '%s' at offset %u: %s is read-only",
-			      shown(v, sh, sizeof(sh)), w->off, bk_vroots[vp.root].path);
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_REDIR_READONLY, w->off, "redirection to '%s' at offset %u: %s is read-only",
+			      bk_cmd_shown(v, sh, sizeof(sh)), w->off, bk_vroots[vp.root].path);
 	return 0;
 }
 
@@ -641,25 +153,25 @@ static int check_command_word(const struct tok *t, const char *v, struct bk_cmd_
 {
 	char sh[64];
 	if (!v[0])
-		return refuse(res, -EPERM, BK_CMD_R_EMPTY_COMMAND, t->off, "empty command word at offset %u", t->off);
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_EMPTY_COMMAND, t->off, "empty command word at offset %u", t->off);
 	if (t->flags & W_NONASCII)
-		return refuse(res, -EPERM, BK_CMD_R_NON_ASCII, t->off,
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_NON_ASCII, t->off,
 			      "command word at offset %u has non-ASCII characters (look-alikes are refused)", t->off);
 	if (strchr(v, '\t'))
-		return refuse(res, -EPERM, BK_CMD_R_CONTROL_CHAR, t->off, "command word at offset %u has a tab", t->off);
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_CONTROL_CHAR, t->off, "command word at offset %u has a tab", t->off);
 	if (strchr(v, '='))
-		return refuse(res, -EPERM, BK_CMD_R_ASSIGNMENT, t->off,
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_ASSIGNMENT, t->off,
 			      "'%s' at offset %u: no variable assignments (NAME=value) in command position",
-			      shown(v, sh, sizeof(sh)), t->off);
+			      bk_cmd_shown(v, sh, sizeof(sh)), t->off);
 	const char *code = denied_code(v);
 	if (!code)
 		code = denied_code(base_name(v));
 	if (code)
-		return refuse(res, -EPERM, code, t->off, "'%s' at offset %u is refused in command position (%s)",
-			      shown(v, sh, sizeof(sh)), t->off, code);
+		return bk_cmd_refuse(res, -EPERM, code, t->off, "'%s' at offset %u is refused in command position (%s)",
+			      bk_cmd_shown(v, sh, sizeof(sh)), t->off, code);
 	if (strpbrk(v, "*?[") && !streq(v, "["))
-		return refuse(res, -EPERM, BK_CMD_R_GLOB_COMMAND, t->off, "glob characters in the command word '%s' at offset %u",
-			      shown(v, sh, sizeof(sh)), t->off);
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_GLOB_COMMAND, t->off, "glob characters in the command word '%s' at offset %u",
+			      bk_cmd_shown(v, sh, sizeof(sh)), t->off);
 	return 0;
 }
 
@@ -684,18 +196,18 @@ static int check_args(const struct lexer *lx, const struct cmd *c, struct bk_cmd
 		if (find) {
 			for (size_t a = 0; a < ARRAY_SIZE(find_actions); a++)
 				if (streq(v, find_actions[a]))
-					return refuse(res, -EPERM, BK_CMD_R_FIND_ACTION, t->off,
+					return bk_cmd_refuse(res, -EPERM, BK_CMD_R_FIND_ACTION, t->off,
 						      "find action '%s' at offset %u runs, deletes or writes outside the checks",
 						      v, t->off);
 			/* a file named "-exec" in the directory would become an action */
 			if (t->flags & W_GLOB)
-				return refuse(res, -EPERM, BK_CMD_R_FIND_GLOB, t->off,
+				return bk_cmd_refuse(res, -EPERM, BK_CMD_R_FIND_GLOB, t->off,
 					      "unquoted glob '%s' at offset %u in find's arguments (quote the pattern)",
-					      shown(v, sh, sizeof(sh)), t->off);
+					      bk_cmd_shown(v, sh, sizeof(sh)), t->off);
 		} else if (streq(v, "-v") || streq(v, "-R")) {
 			/* bash as /bin/sh: test -v 'a[$(cmd)]' and printf -v evaluate an
 			 * array subscript, command substitution included */
-			return refuse(res, -EPERM, BK_CMD_R_EVAL, t->off,
+			return bk_cmd_refuse(res, -EPERM, BK_CMD_R_EVAL, t->off,
 				      "'%s %s' at offset %u: bash evaluates the variable name as code", name, v, t->off);
 		}
 	}
@@ -710,7 +222,7 @@ static int structure(struct lexer *lx, const struct bk_cmd_policy *pol, struct c
 	size_t n = 0, start = 0;
 	int r;
 	if (lx->ntok == 0)
-		return refuse(res, -EINVAL, BK_CMD_R_EMPTY, 0, "the command is empty");
+		return bk_cmd_refuse(res, -EINVAL, BK_CMD_R_EMPTY, 0, "the command is empty");
 	for (size_t k = 0; k <= lx->ntok; k++) {
 		bool end = k == lx->ntok;
 		if (!end && lx->toks[k].kind != T_SEP && lx->toks[k].kind != T_PIPE && lx->toks[k].kind != T_AND &&
@@ -735,7 +247,7 @@ static int structure(struct lexer *lx, const struct bk_cmd_policy *pol, struct c
 			bool trailing_sep = end && k > 0 && lx->toks[k - 1].kind == T_SEP && n > 0;
 			if (!trailing_sep) {
 				size_t off = end ? lx->len : lx->toks[k].off;
-				return refuse(res, -EPERM, BK_CMD_R_EMPTY_COMMAND, off, "empty command at offset %zu", off);
+				return bk_cmd_refuse(res, -EPERM, BK_CMD_R_EMPTY_COMMAND, off, "empty command at offset %zu", off);
 			}
 		} else {
 			if (c.word0 >= 0) {
@@ -767,26 +279,26 @@ static int check_allowed(const struct lexer *lx, const struct cmd *c, const stru
 		if (pol->names[k] && streq(pol->names[k], name))
 			named = true;
 	if (!named)
-		return refuse(res, -EPERM, BK_CMD_R_NOT_ALLOWED, w->off, "'%s' at offset %u is not in allowed_commands",
-			      shown(v, sh, sizeof(sh)), w->off);
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_NOT_ALLOWED, w->off, "'%s' at offset %u is not in allowed_commands",
+			      bk_cmd_shown(v, sh, sizeof(sh)), w->off);
 	if (!pol->resolve)
-		return refuse(res, -EPERM, BK_CMD_R_RESOLVE, w->off, "no resolver to check '%s'", shown(v, sh, sizeof(sh)));
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_RESOLVE, w->off, "no resolver to check '%s'", bk_cmd_shown(v, sh, sizeof(sh)));
 	char key[BK_CMD_KEY_MAX];
 	key[0] = '\0';
 	int r = pol->resolve(pol->ud, v, key, sizeof(key));
 	key[sizeof(key) - 1] = '\0';
 	if (r == -ENOENT)
-		return refuse(res, -EPERM, BK_CMD_R_NOT_FOUND, w->off, "'%s' at offset %u: command not found",
-			      shown(v, sh, sizeof(sh)), w->off);
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_NOT_FOUND, w->off, "'%s' at offset %u: command not found",
+			      bk_cmd_shown(v, sh, sizeof(sh)), w->off);
 	if (r < 0 || !key[0])
-		return refuse(res, -EPERM, BK_CMD_R_RESOLVE, w->off, "cannot resolve '%s' at offset %u: %s",
-			      shown(v, sh, sizeof(sh)), w->off, strerror(r < 0 ? -r : EINVAL));
+		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_RESOLVE, w->off, "cannot resolve '%s' at offset %u: %s",
+			      bk_cmd_shown(v, sh, sizeof(sh)), w->off, strerror(r < 0 ? -r : EINVAL));
 	for (size_t k = 0; k < pol->n; k++)
 		if (pol->names[k] && pol->real && pol->real[k] && streq(pol->names[k], name) && streq(pol->real[k], key))
 			return 0;
-	return refuse(res, -EPERM, BK_CMD_R_NOT_ALLOWED, w->off,
-		      "'%s' at offset %u resolves to %s, not to the allowed '%s'", shown(v, sh, sizeof(sh)), w->off,
-		      shown(key, sh2, sizeof(sh2)), name);
+	return bk_cmd_refuse(res, -EPERM, BK_CMD_R_NOT_ALLOWED, w->off,
+		      "'%s' at offset %u resolves to %s, not to the allowed '%s'", bk_cmd_shown(v, sh, sizeof(sh)), w->off,
+		      bk_cmd_shown(key, sh2, sizeof(sh2)), name);
 }
 
 /* ---- entry points -------------------------------------------------------- */
@@ -795,18 +307,18 @@ int bk_cmd_check_n(const char *cmd, size_t len, const struct bk_cmd_policy *pol,
 {
 	memset(res, 0, sizeof(*res));
 	if (!cmd)
-		return refuse(res, -EINVAL, BK_CMD_R_EMPTY, 0, "no command");
+		return bk_cmd_refuse(res, -EINVAL, BK_CMD_R_EMPTY, 0, "no command");
 	if (len > BK_CMD_MAX_LEN)
-		return refuse(res, -E2BIG, BK_CMD_R_TOO_LONG, BK_CMD_MAX_LEN, "the command is longer than %d bytes",
+		return bk_cmd_refuse(res, -E2BIG, BK_CMD_R_TOO_LONG, BK_CMD_MAX_LEN, "the command is longer than %d bytes",
 			      BK_CMD_MAX_LEN);
 	/* values never outgrow their source; one NUL per word */
 	_cleanup_free_ char *buf = malloc(len + BK_CMD_MAX_WORDS + 1);
 	_cleanup_free_ struct tok *toks = malloc(sizeof(struct tok) * BK_CMD_MAX_TOKENS);
 	_cleanup_free_ struct cmd *cmds = malloc(sizeof(struct cmd) * (BK_CMD_MAX_TOKENS + 1));
 	if (!buf || !toks || !cmds)
-		return refuse(res, -ENOMEM, BK_CMD_R_NOMEM, 0, "out of memory");
+		return bk_cmd_refuse(res, -ENOMEM, BK_CMD_R_NOMEM, 0, "out of memory");
 	struct lexer lx = { .s = cmd, .len = len, .toks = toks, .buf = buf, .res = res };
-	int r = lex(&lx);
+	int r = bk_cmd_lex(&lx);
 	if (r < 0)
 		return r;
 	size_t ncmds = 0;
@@ -826,7 +338,7 @@ int bk_cmd_check(const char *cmd, const struct bk_cmd_policy *pol, struct bk_cmd
 {
 	if (!cmd) {
 		memset(res, 0, sizeof(*res));
-		return refuse(res, -EINVAL, BK_CMD_R_EMPTY, 0, "no command");
+		return bk_cmd_refuse(res, -EINVAL, BK_CMD_R_EMPTY, 0, "no command");
 	}
 	/* strnlen: never scan far past the limit */
 	size_t len = strnlen(cmd, BK_CMD_MAX_LEN + 1);

@@ -42,7 +42,7 @@ srcs_of() {
 	frame) echo lib/proto.c lib/util.c ;;
 	cgroup | state) echo agent/caller/identity.c lib/util.c ;;
 	text) echo agent/parse/text.c ;;
-	cmdparse) echo agent/parse/cmdparse.c agent/parse/vpath.c ;;
+	cmdparse) echo agent/parse/cmdparse.c agent/parse/cmdlex.c agent/parse/vpath.c ;;
 	vpath) echo agent/parse/vpath.c ;;
 	# config.c hands the egress profiles to policy.c
 	config) echo agent/parse/config.c agent/parse/policy.c lib/err.c lib/util.c ;;
