@@ -4,7 +4,7 @@
 #include "agent/isolate/landlock.h"
 #include "agent/observe/metrics.h"
 #include "agent/observe/observe.h"
-#include "agent/files/files.h"
+#include "agent/api/files.h"
 #include "agent/session/session.h"
 #include "lib/log.h"
 #include "agent/parse/text.h"
