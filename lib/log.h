@@ -58,8 +58,3 @@ void log_emitf(enum log_level level, const char *name, const char *fmt, ...) _pr
 		log_emitf(LOG_ERROR, name, fmt ": %s", ##__VA_ARGS__, strerror(_e)); \
 		-_e;                                                                 \
 	})
-
-/* Transitional: a line from a cJSON object of fields (taken over). Only the
- * API edge may build JSON; this goes when the last caller below it does. */
-struct cJSON;
-void bk_log_obj(const char *level, const char *event, struct cJSON *fields);

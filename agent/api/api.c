@@ -6,7 +6,7 @@
 #include "agent/api/api.h"
 #include "agent/api/observe.h"
 #include "agent/api/session.h"
-#include "agent/files/files.h"
+#include "agent/api/files.h"
 #include "agent/observe/metrics.h"
 #include "lib/util.h"
 

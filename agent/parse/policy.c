@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/parse/policy.h"
+
+#include <cJSON.h>
 #include "bpf/egress.h"
 #include "lib/err.h"
 #include "lib/util.h"

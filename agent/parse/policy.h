@@ -8,7 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cJSON.h>
 
 #define BK_MAX_PROFILES 16
 #define BK_MAX_ALLOW 64
@@ -71,7 +70,8 @@ int bk_ports_parse(const char *s, uint16_t (*ranges)[2], int max);
 void bk_policy_defaults(struct bk_policy_set *ps);
 /* Parse "profiles", "deny_cidrs", "default_profile", "profile_selectors"
  * from the config root (only the keys present). */
-int bk_policy_parse(struct bk_policy_set *ps, const cJSON *root, char *err, size_t errlen);
+struct cJSON; /* only config.c hands one in: no JSON type reaches the rooms that include this */
+int bk_policy_parse(struct bk_policy_set *ps, const struct cJSON *root, char *err, size_t errlen);
 /* The deny set of a profile (built-in + extra, minus its overrides). */
 int bk_policy_deny_set(const struct bk_policy_set *ps, const struct bk_profile *p, struct bk_deny_entry *out, int max);
 const struct bk_profile *bk_policy_find(const struct bk_policy_set *ps, const char *name);

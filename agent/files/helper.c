@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The file helper process (files.h: why a separate exec'd process, and how
+ * it is confined). The agent binary exec'd as HELPER_ARGV0 runs
+ * file_helper_entry() before main(): it decodes the request, enters the
+ * sandbox container's mount namespace, drops to the sandbox user, runs one
+ * operation and reports it as records on the pipe, then exits. */
+#include "agent/files/internal.h"
+#include "agent/isolate/privs.h"
+#include "agent/parse/text.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+/* internal.h: why this is a symbol of its own */
+const char bkf_helper_argv0[] = HELPER_ARGV0;
+
+/* ---- replies ------------------------------------------------------------------------------ */
+
+_Noreturn void bkf_reply(struct hctx *h, const struct bk_file_result *r)
+{
+	if (bkf_result_bytes(r) > RESULT_MAX)
+		bkf_fail(h, 422, "unviewable", "the response would be larger than %u bytes", RESULT_MAX);
+	if (bkf_send_result(h->chan, r) < 0)
+		_exit(4);
+	_exit(0);
+}
+
+_Noreturn void bkf_fail(struct hctx *h, int status, const char *code, const char *fmt, ...)
+{
+	char detail[BK_FILE_DETAIL_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	if (bkf_send_error(h->chan, status, code, detail) < 0)
+		_exit(4);
+	_exit(0);
+}
+
+/* err is a positive errno; path the virtual path it concerns. */
+_Noreturn void bkf_errno(struct hctx *h, int err, const char *path)
+{
+	switch (err) {
+	case ENOENT:
+		bkf_fail(h, 404, "not_found", "%s: no such file or directory", path);
+	case ENOTDIR:
+		bkf_fail(h, 400, "not_a_directory", "%s: a component of the path is not a directory", path);
+	case EISDIR:
+		bkf_fail(h, 400, "is_directory", "%s is a directory", path);
+	case EXDEV:
+		bkf_fail(h, 403, "path_outside_roots", "%s resolves outside its allowed root", path);
+	case ELOOP:
+		bkf_fail(h, 403, "path_outside_roots",
+			 "%s: a symbolic link on the way is refused (a /proc magic link, or too many levels)", path);
+	case EACCES:
+	case EPERM:
+		bkf_fail(h, 403, "permission_denied", "%s: permission denied for the sandbox user", path);
+	case EROFS:
+		bkf_fail(h, 403, "read_only_root", "%s is on a read-only file system", path);
+	case ENOSPC:
+	case EDQUOT:
+		bkf_fail(h, 507, "no_space", "%s: no space left on the device; nothing was changed", path);
+	case ENAMETOOLONG:
+		bkf_fail(h, 400, "name_too_long", "%s: a name is too long", path);
+	case EFBIG:
+		bkf_fail(h, 413, "too_large", "%s: the file is too large", path);
+	case EAGAIN:
+		bkf_fail(h, 503, "retry", "%s: the path changed during resolution; try again", path);
+	case ENOMEM:
+		bkf_fail(h, 503, "out_of_memory", "out of memory");
+	default:
+		bkf_fail(h, 500, "io_error", "%s: %s", path, strerror(err));
+	}
+}
+
+static _Noreturn void out_of_memory(struct hctx *h)
+{
+	bkf_fail(h, 503, "out_of_memory", "out of memory in the file helper");
+}
+
+bool bkf_over_budget(const struct hctx *h) { return now_ns() > h->budget_end; }
+
+char *bkf_sanitized(struct hctx *h, const char *s, size_t n)
+{
+	size_t l;
+	char *c = bk_utf8_sanitize(s, n, &l);
+	if (!c)
+		out_of_memory(h);
+	return c;
+}
+
+char *bkf_strdup(struct hctx *h, const char *s)
+{
+	char *c = strdup(s);
+	if (!c)
+		out_of_memory(h);
+	return c;
+}
+
+void *bkf_calloc(struct hctx *h, size_t n, size_t sz)
+{
+	void *p = calloc(n ? n : 1, sz);
+	if (!p)
+		out_of_memory(h);
+	return p;
+}
+
+/* ---- isolation and dispatch ------------------------------------------------------------------ */
+
+static void close_all_but(int a, int b)
+{
+	int lo = a < b ? a : b, hi = a < b ? b : a;
+	if (lo > 3)
+		syscall(SYS_close_range, 3, lo - 1, 0);
+	if (hi > lo + 1)
+		syscall(SYS_close_range, lo + 1, hi - 1, 0);
+	syscall(SYS_close_range, hi + 1, ~0U, 0);
+}
+
+static void (*const ops[BK_FILE_OP_N])(struct hctx *, struct bk_file_result *) = {
+	[BK_FILE_CREATE] = bkf_op_create, [BK_FILE_VIEW] = bkf_op_view,   [BK_FILE_STR_REPLACE] = bkf_op_str_replace,
+	[BK_FILE_LS] = bkf_op_ls,	  [BK_FILE_GLOB] = bkf_op_glob,   [BK_FILE_GREP] = bkf_op_grep,
+	[BK_FILE_PRESENT] = bkf_op_present, [BK_FILE_WIPE] = bkf_op_wipe,
+};
+
+static _Noreturn void helper_main(const struct freq *q, int chan, int pidfd)
+{
+	struct hctx h = { .chan = chan,
+			  .rq = &q->rq,
+			  .uid = q->uid,
+			  .budget_end = now_ns() + (uint64_t)WORK_BUDGET_MS * 1000000ull };
+	/* nothing of the agent's (sockets, BPF objects, other helpers' pipes)
+	 * stays in this process */
+	close_all_but(chan, pidfd);
+	if (setns(pidfd, CLONE_NEWNS) < 0)
+		bkf_fail(&h, 503, "isolation_failed", "cannot enter the sandbox container's mount namespace: %s",
+			 strerror(errno));
+	close(pidfd);
+	if (chdir("/") < 0)
+		bkf_fail(&h, 503, "isolation_failed", "cannot change to the container's root: %s", strerror(errno));
+	umask(022);
+	struct rlimit core = { 0, 0 };
+	setrlimit(RLIMIT_CORE, &core);
+	int r = bk_privs_drop(q->uid, q->gid, q->cap_last);
+	if (r < 0)
+		bkf_fail(&h, 503, "isolation_failed", "cannot drop privileges to the sandbox user: %s", strerror(-r));
+	/* after the uid change (which clears it): die with the agent thread */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (getppid() != q->parent)
+		_exit(5);
+	if ((unsigned)q->rq.op >= BK_FILE_OP_N || !ops[q->rq.op])
+		bkf_fail(&h, 400, "unknown_op", "unknown file operation");
+	struct bk_file_result res = { .status = 200 };
+	ops[q->rq.op](&h, &res);
+	bkf_reply(&h, &res);
+}
+
+/* The helper's entry: runs before main() when the agent binary is exec'd
+ * as HELPER_ARGV0 (glibc passes argc/argv to ELF constructors). Anyone may
+ * start the binary so; without CAP_SYS_ADMIN over the pidfd on fd 5 the
+ * helper only reports that it could not enter the container. The request
+ * is decoded with every length and field checked again: the memfd is the
+ * agent's, but nothing in it is taken on trust. */
+__attribute__((constructor)) static void file_helper_entry(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	if (argc != 1 || !argv || !argv[0] || !streq(argv[0], HELPER_ARGV0))
+		return;
+	syscall(SYS_close_range, FD_PIDFD + 1, ~0U, 0);
+	struct hctx h = { .chan = FD_CHAN };
+	struct freq *q = calloc(1, sizeof(*q));
+	if (!q)
+		_exit(3);
+	char *buf = NULL; /* q's strings point into it: kept until _exit */
+	size_t len = 0;
+	int r = bkf_read_all(FD_REQ, REQ_MAX, &buf, &len);
+	if (r == 0)
+		r = bkf_req_decode(buf, len, q);
+	close(FD_REQ);
+	if (r < 0)
+		bkf_fail(&h, 500, "helper_failed", "the file helper got a malformed request: %s", strerror(-r));
+	helper_main(q, FD_CHAN, FD_PIDFD);
+}
