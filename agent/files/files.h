@@ -10,19 +10,22 @@
  *               crosses exec, the helper's context, the pipe's records
  *   channel.c   agent side: spawn the helper, read its records into a
  *               struct bk_file_result under a deadline, hash the bytes of
- *               presented files, MIME types, the "file_op" audit line
+ *               presented files, the "file_op" audit line, the session
+ *               wipe's entry bk_files_wipe()
  *   wire.c      the binary encodings that cross exec: the request (sealed
  *               memfd, decoded and checked again by the helper) and the
- *               result records (pipe, checked by the agent)
+ *               result records (pipe, checked by the agent); the typed
+ *               result (MIME types, freeing)
  *   helper.c    the helper process: the constructor that runs before
  *               main, request decoding, entering the container and the
- *               privilege drop, dispatch, replies
+ *               privilege drop, dispatch
+ *   context.c   the helper's working context: its replies (a result or a
+ *               refusal), its time budget, allocation that refuses
  *   ops.c       the seven operations (helper side)
  *   walk.c      bounded directory walks: glob and grep visits
  *   fs.c        filesystem primitives: openat2 resolution in a root, reads,
  *               sorted directory listings, mkdir -p, atomic writes
- *   wipe.c      the session wipe: the helper's removal walk and the
- *               agent-side entry bk_files_wipe()
+ *   wipe.c      the session wipe: the helper's removal walk
  *
  * Every operation runs in a short-lived helper process:
  *

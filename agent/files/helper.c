@@ -6,108 +6,15 @@
  * operation and reports it as records on the pipe, then exits. */
 #include "agent/files/internal.h"
 #include "agent/isolate/privs.h"
-#include "agent/parse/text.h"
 
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
 /* internal.h: why this is a symbol of its own */
 const char bkf_helper_argv0[] = HELPER_ARGV0;
-
-/* ---- replies ------------------------------------------------------------------------------ */
-
-_Noreturn void bkf_reply(struct hctx *h, const struct bk_file_result *r)
-{
-	if (bkf_result_bytes(r) > RESULT_MAX)
-		bkf_fail(h, 422, "unviewable", "the response would be larger than %u bytes", RESULT_MAX);
-	if (bkf_send_result(h->chan, r) < 0)
-		_exit(4);
-	_exit(0);
-}
-
-_Noreturn void bkf_fail(struct hctx *h, int status, const char *code, const char *fmt, ...)
-{
-	char detail[BK_FILE_DETAIL_MAX];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(detail, sizeof(detail), fmt, ap);
-	va_end(ap);
-	if (bkf_send_error(h->chan, status, code, detail) < 0)
-		_exit(4);
-	_exit(0);
-}
-
-/* err is a positive errno; path the virtual path it concerns. */
-_Noreturn void bkf_errno(struct hctx *h, int err, const char *path)
-{
-	switch (err) {
-	case ENOENT:
-		bkf_fail(h, 404, "not_found", "%s: no such file or directory", path);
-	case ENOTDIR:
-		bkf_fail(h, 400, "not_a_directory", "%s: a component of the path is not a directory", path);
-	case EISDIR:
-		bkf_fail(h, 400, "is_directory", "%s is a directory", path);
-	case EXDEV:
-		bkf_fail(h, 403, "path_outside_roots", "%s resolves outside its allowed root", path);
-	case ELOOP:
-		bkf_fail(h, 403, "path_outside_roots",
-			 "%s: a symbolic link on the way is refused (a /proc magic link, or too many levels)", path);
-	case EACCES:
-	case EPERM:
-		bkf_fail(h, 403, "permission_denied", "%s: permission denied for the sandbox user", path);
-	case EROFS:
-		bkf_fail(h, 403, "read_only_root", "%s is on a read-only file system", path);
-	case ENOSPC:
-	case EDQUOT:
-		bkf_fail(h, 507, "no_space", "%s: no space left on the device; nothing was changed", path);
-	case ENAMETOOLONG:
-		bkf_fail(h, 400, "name_too_long", "%s: a name is too long", path);
-	case EFBIG:
-		bkf_fail(h, 413, "too_large", "%s: the file is too large", path);
-	case EAGAIN:
-		bkf_fail(h, 503, "retry", "%s: the path changed during resolution; try again", path);
-	case ENOMEM:
-		bkf_fail(h, 503, "out_of_memory", "out of memory");
-	default:
-		bkf_fail(h, 500, "io_error", "%s: %s", path, strerror(err));
-	}
-}
-
-static _Noreturn void out_of_memory(struct hctx *h)
-{
-	bkf_fail(h, 503, "out_of_memory", "out of memory in the file helper");
-}
-
-bool bkf_over_budget(const struct hctx *h) { return now_ns() > h->budget_end; }
-
-char *bkf_sanitized(struct hctx *h, const char *s, size_t n)
-{
-	size_t l;
-	char *c = bk_utf8_sanitize(s, n, &l);
-	if (!c)
-		out_of_memory(h);
-	return c;
-}
-
-char *bkf_strdup(struct hctx *h, const char *s)
-{
-	char *c = strdup(s);
-	if (!c)
-		out_of_memory(h);
-	return c;
-}
-
-void *bkf_calloc(struct hctx *h, size_t n, size_t sz)
-{
-	void *p = calloc(n ? n : 1, sz);
-	if (!p)
-		out_of_memory(h);
-	return p;
-}
 
 /* ---- isolation and dispatch ------------------------------------------------------------------ */
 

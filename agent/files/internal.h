@@ -91,7 +91,7 @@ size_t bkf_result_bytes(const struct bk_file_result *r);
 int bkf_rec_apply(struct bk_file_result *r, enum bk_file_op op, uint32_t type, const char *p, size_t n,
 		  size_t *bytes, bool *done);
 
-/* ---- helper.c: the helper's context and replies ---------------------------------------- */
+/* ---- context.c: the helper's context and replies ---------------------------------------- */
 
 struct hctx {
 	int chan;

@@ -91,27 +91,3 @@ void bkf_op_wipe(struct hctx *h, struct bk_file_result *r)
 
 /* ---- agent side --------------------------------------------------------------------------- */
 
-int bk_files_wipe(struct bk_agent *a, const struct bk_pod *pod, uint64_t *removed, uint64_t *kept, char *err,
-		  size_t errlen)
-{
-	uint64_t t0 = now_ns();
-	struct bk_file_req q = { .op = BK_FILE_WIPE };
-	struct bk_file_result res;
-	(void)bk_files_run(a, pod, &q, &res);
-	bk_files_audit(pod, BK_FILE_WIPE, NULL, res.status, t0);
-	int r = 0;
-	if (res.status != 200) {
-		/* the refusal says why */
-		snprintf(err, errlen, "%s", res.detail);
-		r = -EIO;
-	} else {
-		*removed = res.removed;
-		*kept = res.kept;
-		if (res.nunavailable > 0) {
-			snprintf(err, errlen, "some session roots could not be opened for the wipe");
-			r = -ENOENT;
-		}
-	}
-	bk_file_result_free(&res);
-	return r;
-}

@@ -654,3 +654,68 @@ int bkf_rec_apply(struct bk_file_result *r, enum bk_file_op op, uint32_t type, c
 		e = -EMSGSIZE;
 	return e;
 }
+
+/* ---- the typed result ---------------------------------------------------------------- */
+
+const char *bk_mime_type(const char *name)
+{
+	static const char *const tab[][2] = {
+		{ "txt", "text/plain" },	{ "log", "text/plain" },	{ "md", "text/markdown" },
+		{ "html", "text/html" },	{ "htm", "text/html" },		{ "css", "text/css" },
+		{ "csv", "text/csv" },		{ "tsv", "text/tab-separated-values" },
+		{ "js", "text/javascript" },	{ "mjs", "text/javascript" },	{ "json", "application/json" },
+		{ "xml", "application/xml" },	{ "yaml", "application/yaml" }, { "yml", "application/yaml" },
+		{ "py", "text/x-python" },	{ "c", "text/x-c" },		{ "h", "text/x-c" },
+		{ "sh", "application/x-sh" },	{ "ipynb", "application/x-ipynb+json" },
+		{ "pdf", "application/pdf" },	{ "png", "image/png" },		{ "jpg", "image/jpeg" },
+		{ "jpeg", "image/jpeg" },	{ "gif", "image/gif" },		{ "svg", "image/svg+xml" },
+		{ "webp", "image/webp" },	{ "bmp", "image/bmp" },		{ "ico", "image/vnd.microsoft.icon" },
+		{ "zip", "application/zip" },	{ "gz", "application/gzip" },	{ "tar", "application/x-tar" },
+		{ "doc", "application/msword" },
+		{ "docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document" },
+		{ "xls", "application/vnd.ms-excel" },
+		{ "xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" },
+		{ "ppt", "application/vnd.ms-powerpoint" },
+		{ "pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation" },
+		{ "mp3", "audio/mpeg" },	{ "wav", "audio/wav" },		{ "mp4", "video/mp4" },
+		{ "webm", "video/webm" },
+	};
+	const char *slash = strrchr(name, '/');
+	const char *base = slash ? slash + 1 : name;
+	const char *dot = strrchr(base, '.');
+	if (!dot || dot == base || !dot[1])
+		return "application/octet-stream";
+	for (size_t i = 0; i < ARRAY_SIZE(tab); i++)
+		if (strcasecmp(dot + 1, tab[i][0]) == 0)
+			return tab[i][1];
+	return "application/octet-stream";
+}
+
+void bk_file_result_free(struct bk_file_result *r)
+{
+	for (size_t i = 0; i < r->nentries; i++)
+		free(r->entries[i].name);
+	for (size_t i = 0; i < r->nmatches; i++)
+		free(r->matches[i]);
+	for (size_t i = 0; i < r->ngrep; i++) {
+		free(r->grep[i].path);
+		free(r->grep[i].text);
+	}
+	for (size_t i = 0; i < r->nfiles; i++)
+		free(r->files[i].path);
+	for (size_t i = 0; i < r->ncopies; i++) {
+		free(r->copies[i].source);
+		free(r->copies[i].destination);
+	}
+	for (size_t i = 0; i < r->nunavailable; i++)
+		free(r->unavailable[i]);
+	free(r->content);
+	free(r->entries);
+	free(r->matches);
+	free(r->grep);
+	free(r->grep_error);
+	free(r->files);
+	free(r->copies);
+	free(r->unavailable);
+	memset(r, 0, sizeof(*r));
+}
