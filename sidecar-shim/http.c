@@ -191,7 +191,7 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
 	_cleanup_free_ char *resp = NULL;
 	size_t rlen = 0;
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	int e = agent_call_watch(&s->agent, frame, n, 0, ci ? ci->connect_fd : -1, &resp, &rlen);
+	int e = upstream_call_watch(&s->upstream, frame, n, 0, ci ? ci->connect_fd : -1, &resp, &rlen);
 	if (e == -ECONNABORTED) {
 		log_info("client gone", LS("route", r->route->path));
 		return MHD_NO; /* nobody to answer; the agent stopped the work */
@@ -205,8 +205,8 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
 		log_warn("agent unavailable", LS("route", r->route->path), LS("error", strerror(-e)));
 		return respond_static(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE, body_unavailable);
 	}
-	struct agent_reply ar;
-	e = agent_parse_reply(resp, rlen, &ar);
+	struct upstream_reply ar;
+	e = upstream_parse_reply(resp, rlen, &ar);
 	if (e == -ENOMEM)
 		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
 	if (e < 0) {
@@ -428,7 +428,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
 	if (!r->route->op)
 		return respond_static(s, c, r, MHD_HTTP_OK,
-				      agent_healthy(&s->agent) ? body_health_ok : body_health_down);
+				      upstream_healthy(&s->upstream) ? body_health_ok : body_health_down);
 	if (!r->route->body)
 		return forward(s, c, r, "{}", 2); /* a body sent with a GET is ignored */
 	if (!body_is_json_object(r->body, r->len))

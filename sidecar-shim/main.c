@@ -205,7 +205,7 @@ static int load_config(struct shim *s, const char **cert, const char **key)
 	const char *sock = getenv("BOXKITE_AGENT_SOCKET");
 	if (!sock || !*sock)
 		sock = SHIM_DEFAULT_AGENT_SOCKET;
-	if (agent_init(&s->agent, sock) < 0) {
+	if (upstream_init(&s->upstream, sock) < 0) {
 		log_error("out of memory");
 		return -ENOMEM;
 	}
@@ -283,7 +283,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_info("listening", LS("version", BK_VERSION), LS("listen", addr), LB("tls", s.tls),
-		 LS("agent_socket", s.agent.path), LB("token_configured", s.token_set), LI("max_body", s.max_body),
+		 LS("agent_socket", s.upstream.path), LB("token_configured", s.token_set), LI("max_body", s.max_body),
 		 LI("max_body_configured", s.max_body_configured),
 		 LI("max_concurrent", s.max_concurrent), LI("max_connections", s.max_connections),
 		 LI("conn_timeout_s", s.conn_timeout));
@@ -323,7 +323,7 @@ int main(int argc, char **argv)
 		tls_wait(&s, 2000);
 		tls_done(&s);
 	}
-	agent_done(&s.agent);
+	upstream_done(&s.upstream);
 	if (s.listen_fd >= 0)
 		close(s.listen_fd);
 	log_info("stopped");

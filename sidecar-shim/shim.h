@@ -3,17 +3,18 @@
  *
  * It authenticates HTTP requests (X-Sidecar-Auth-Token, constant time),
  * bounds them (body size, concurrency, slow clients) and forwards them to
- * boxkite-agent over AF_UNIX SOCK_SEQPACKET (agent/lib/proto.h). It has no
+ * boxkite-agent over AF_UNIX SOCK_SEQPACKET (lib/proto.h). It has no
  * policy: beyond checking that a POST body is a JSON object it never looks
  * at what a request means, and it adds no identity fields (the agent takes
  * the caller's identity from the kernel, never from the request).
  *
  * Files, one concern each:
- *   main.c   configuration (environment only), start-up, signals, drain
- *   log.c    JSON-lines logging on stderr
- *   tls.c    OpenSSL TLS 1.3 termination in front of libmicrohttpd
- *   http.c   libmicrohttpd daemon: routes, auth, limits, relaying
- *   agent.c  pool of agent connections, round trips, reply validation
+ *   main.c      configuration (environment only), start-up, signals, drain
+ *   log.c       the rate limit and libmicrohttpd's messages (lines: lib/log.h)
+ *   tls.c       OpenSSL TLS 1.3 termination in front of libmicrohttpd
+ *   http.c      libmicrohttpd daemon: routes, auth, limits, relaying
+ *   upstream.c  the upstream connection pool: connections to the agent,
+ *               round trips, reply validation
  */
 #pragma once
 
@@ -65,8 +66,8 @@ _printf_(2, 0) void log_mhd(void *cls, const char *fmt, va_list ap);
 /* "1.2.3.4:80" / "[::1]:80" into buf (SHIM_ADDR_MAX bytes is enough). */
 const char *sockaddr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);
 
-/* ---- agent.c --------------------------------------------------------- */
-struct agent {
+/* ---- upstream.c: the pool of connections to the agent ----------------------------------------------------- */
+struct upstream_pool {
 	char *path;
 	pthread_mutex_t lock;
 	int idle[SHIM_AGENT_POOL_MAX];
@@ -76,25 +77,25 @@ struct agent {
 	uint64_t health_at;
 	bool health_ok;
 };
-struct agent_reply {
+struct upstream_reply {
 	unsigned status;
 	const char *content_type; /* static string */
 	char *body;               /* owned, malloc'd */
 	size_t len;
 };
-int agent_init(struct agent *a, const char *path);
-void agent_done(struct agent *a);
+int upstream_init(struct upstream_pool *a, const char *path);
+void upstream_done(struct upstream_pool *a);
 /* One request/response round trip on a pooled connection. timeout_ms 0 =
  * wait as long as the agent takes (an exec runs for its own timeout).
  * -errno on transport failure (the connection is discarded). */
-int agent_call(struct agent *a, const char *req, size_t len, int timeout_ms, char **resp, size_t *resplen);
-int agent_call_watch(struct agent *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
+int upstream_call(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, char **resp, size_t *resplen);
+int upstream_call_watch(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
 		     size_t *resplen);
 /* Validate an agent response frame and turn it into an HTTP reply.
  * -EBADMSG when malformed. */
-int agent_parse_reply(const char *resp, size_t len, struct agent_reply *out);
+int upstream_parse_reply(const char *resp, size_t len, struct upstream_reply *out);
 /* True when a ping round trip returns status 200 (cached for 1 s). */
-bool agent_healthy(struct agent *a);
+bool upstream_healthy(struct upstream_pool *a);
 
 /* ---- http.c / tls.c / main.c ------------------------------------------ */
 struct shim {
@@ -114,7 +115,7 @@ struct shim {
 	/* runtime */
 	int listen_fd;
 	struct MHD_Daemon *mhd;
-	struct agent agent;
+	struct upstream_pool upstream; /* connections to the agent */
 	atomic_uint inflight; /* requests holding a concurrency slot (429) */
 	atomic_uint active;   /* every request from headers to completion (drain) */
 	atomic_bool draining;

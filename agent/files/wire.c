@@ -498,14 +498,18 @@ static int apply_entry(struct bk_file_result *r, enum bk_file_op op, struct rbuf
 	case ENT_GREP: {
 		if ((e = grow((void **)&r->grep, r->ngrep, BK_FILE_GREP_MATCH_MAX, sizeof(*r->grep))) < 0)
 			return e;
+		/* counted only when whole: a result never holds half an entry */
 		struct bk_file_match *m = &r->grep[r->ngrep];
 		*m = (struct bk_file_match){ 0 };
-		r->ngrep++;
 		m->path = take(rb, bytes);
 		m->line = rb_u64(rb);
 		m->text = m->path ? take(rb, bytes) : NULL;
-		if (!m->path || !m->text)
+		if (!m->path || !m->text) {
+			free(m->path);
+			*m = (struct bk_file_match){ 0 };
 			return rb->bad ? -EPROTO : -ENOMEM;
+		}
+		r->ngrep++;
 		return 0;
 	}
 	case ENT_FILE: {
@@ -525,11 +529,14 @@ static int apply_entry(struct bk_file_result *r, enum bk_file_op op, struct rbuf
 			return e;
 		struct bk_file_copy *c = &r->copies[r->ncopies];
 		*c = (struct bk_file_copy){ 0 };
-		r->ncopies++;
 		c->source = take(rb, bytes);
 		c->destination = c->source ? take(rb, bytes) : NULL;
-		if (!c->source || !c->destination)
+		if (!c->source || !c->destination) {
+			free(c->source);
+			*c = (struct bk_file_copy){ 0 };
 			return rb->bad ? -EPROTO : -ENOMEM;
+		}
+		r->ncopies++;
 		return 0;
 	}
 	default: /* ENT_UNAVAILABLE */

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 OUT=${FUZZ_OUT:-$ROOT/build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe"
+ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe filewire"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
 
 CC=${FUZZ_CC:-}
@@ -48,6 +48,8 @@ srcs_of() {
 	config) echo agent/parse/config.c agent/parse/policy.c lib/err.c lib/util.c ;;
 	mountinfo) echo agent/isolate/cgroup.c lib/err.c lib/util.c ;;
 	shimframe) echo sidecar-shim/frame.c ;;
+	# the file helper's wire, both directions (the typed result and its MIME table with it)
+	filewire) echo agent/files/wire.c agent/parse/vpath.c agent/parse/text.c lib/util.c ;;
 	# the whole agent but main(): request handling down to sandbox lookup
 	api) ls agent/*/*.c lib/*.c | grep -v '^agent/ctl/' | tr '\n' ' ' ;;
 	esac
@@ -64,6 +66,7 @@ libs_of() {
 	case $1 in
 	cgroup | state | config) echo -lcjson ;;
 	shimframe) echo -Isidecar-shim -lcjson ;;
+	filewire) echo $(pkg-config --cflags libbpf libmnl libcjson) ;;
 	api) echo -Ibuild -DBK_VERSION=\"fuzz\" $(pkg-config --cflags --libs libbpf libmnl libmicrohttpd libcjson openssl) -lpthread ;;
 	esac
 }

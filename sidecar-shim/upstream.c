@@ -19,7 +19,7 @@
 #include <poll.h>
 #include <sys/time.h>
 
-int agent_init(struct agent *a, const char *path)
+int upstream_init(struct upstream_pool *a, const char *path)
 {
 	memset(a, 0, sizeof(*a));
 	a->path = strdup(path);
@@ -30,7 +30,7 @@ int agent_init(struct agent *a, const char *path)
 	return 0;
 }
 
-void agent_done(struct agent *a)
+void upstream_done(struct upstream_pool *a)
 {
 	for (unsigned i = 0; i < a->n_idle; i++)
 		close(a->idle[i]);
@@ -53,7 +53,7 @@ static bool idle_fd_usable(int fd)
 	return r == 0;
 }
 
-static int pool_get(struct agent *a, bool *pooled)
+static int pool_get(struct upstream_pool *a, bool *pooled)
 {
 	pthread_mutex_lock(&a->lock);
 	while (a->n_idle > 0) {
@@ -70,7 +70,7 @@ static int pool_get(struct agent *a, bool *pooled)
 	return bk_connect(a->path);
 }
 
-static void pool_put(struct agent *a, int fd)
+static void pool_put(struct upstream_pool *a, int fd)
 {
 	pthread_mutex_lock(&a->lock);
 	if (a->n_idle < SHIM_AGENT_POOL_MAX) {
@@ -111,19 +111,19 @@ static int wait_answer(int fd, int watch_fd)
 	}
 }
 
-int agent_call_watch(struct agent *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
+int upstream_call_watch(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
 		     size_t *resplen);
 
-int agent_call(struct agent *a, const char *req, size_t len, int timeout_ms, char **resp, size_t *resplen)
+int upstream_call(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, char **resp, size_t *resplen)
 {
-	return agent_call_watch(a, req, len, timeout_ms, -1, resp, resplen);
+	return upstream_call_watch(a, req, len, timeout_ms, -1, resp, resplen);
 }
 
 /* As agent_call; when the HTTP client behind watch_fd hangs up while the
  * agent works, the agent connection is closed — the agent then stops what
  * it was doing for that request (an exec is killed, not left running for
  * nobody). */
-int agent_call_watch(struct agent *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
+int upstream_call_watch(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
 		     size_t *resplen)
 {
 	for (int attempt = 0;; attempt++) {
@@ -179,7 +179,7 @@ static const char *known_content_type(const char *ct)
 	return NULL;
 }
 
-int agent_parse_reply(const char *resp, size_t len, struct agent_reply *out)
+int upstream_parse_reply(const char *resp, size_t len, struct upstream_reply *out)
 {
 	memset(out, 0, sizeof(*out));
 	const char *end = NULL;
@@ -222,7 +222,7 @@ int agent_parse_reply(const char *resp, size_t len, struct agent_reply *out)
 	return 0;
 }
 
-bool agent_healthy(struct agent *a)
+bool upstream_healthy(struct upstream_pool *a)
 {
 	static const char ping[] = "{\"op\":\"ping\",\"args\":{}}";
 	pthread_mutex_lock(&a->health_lock);
@@ -235,10 +235,10 @@ bool agent_healthy(struct agent *a)
 	_cleanup_free_ char *resp = NULL;
 	size_t rlen = 0;
 	bool ok = false;
-	int e = agent_call(a, ping, sizeof(ping) - 1, SHIM_HEALTH_PING_TIMEOUT_MS, &resp, &rlen);
+	int e = upstream_call(a, ping, sizeof(ping) - 1, SHIM_HEALTH_PING_TIMEOUT_MS, &resp, &rlen);
 	if (e == 0) {
-		struct agent_reply r;
-		if (agent_parse_reply(resp, rlen, &r) == 0) {
+		struct upstream_reply r;
+		if (upstream_parse_reply(resp, rlen, &r) == 0) {
 			ok = r.status == 200;
 			free(r.body);
 		}
