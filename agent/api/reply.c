@@ -17,7 +17,7 @@ char *bk_api_respond(int status, cJSON *body)
 	return s;
 }
 
-cJSON *bk_api_error_body(const char *code, const char *fmt, va_list ap)
+static cJSON *error_body(const char *code, const char *fmt, va_list ap)
 {
 	char msg[1024];
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -31,7 +31,7 @@ char *bk_api_error(int status, const char *code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	cJSON *b = bk_api_error_body(code, fmt, ap);
+	cJSON *b = error_body(code, fmt, ap);
 	va_end(ap);
 	return bk_api_respond(status, b);
 }

@@ -7,8 +7,7 @@
 
 /* {"status": status, "body": body} (body taken over). */
 char *bk_api_respond(int status, cJSON *body);
-/* {"detail": <formatted>, "code": code} */
-cJSON *bk_api_error_body(const char *code, const char *fmt, va_list ap);
+/* {"status": status, "body": {"detail": <formatted>, "code": code}} */
 char *bk_api_error(int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 struct bk_refusal;
 /* The response to a refused exec (agent/session/exec_args.h). */
