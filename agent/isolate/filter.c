@@ -332,8 +332,9 @@ int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *
 	snprintf(att->pin_dir, sizeof(att->pin_dir), "%s/exec-%s", f->bpffs, exec_id);
 	if (mkdir(att->pin_dir, 0700) < 0) {
 		r = -errno;
-		att->pin_dir[0] = '\0';
-		return bk_fail_buf(err, errlen, r, "cannot create %s: %s", att->pin_dir, strerror(-r));
+		bk_fail_buf(err, errlen, r, "cannot create %s: %s", att->pin_dir, strerror(-r));
+		att->pin_dir[0] = '\0'; /* nothing to remove at teardown */
+		return r;
 	}
 	for (int i = 0; i < BK_NPROGS; i++) {
 		struct bpf_program *prog = prog_at(f->skel, i);
