@@ -84,8 +84,8 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# made afresh each time: rooms hold files of the same name (api/observe.c,
-# observe/observe.c) and `ar r` on an existing archive matches by name
+# made afresh each time: `ar r` on an existing archive matches members by
+# base name, and two rooms may one day hold files of the same name
 $(BUILD)/libbkcommon.a: $(LIB_OBJS)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 $(BUILD)/libbkagent.a: $(AGENT_OBJS)

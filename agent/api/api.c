@@ -4,9 +4,9 @@
  * one dispatcher. Anything not in the table is refused (bubblewrap's
  * privileged-op rule: `default: die("Unexpected privileged op")`). */
 #include "agent/api/api.h"
-#include "agent/api/observe.h"
-#include "agent/api/session.h"
-#include "agent/api/files.h"
+#include "agent/api/op_observe.h"
+#include "agent/api/op_session.h"
+#include "agent/api/op_files.h"
 #include "agent/observe/metrics.h"
 #include "lib/util.h"
 

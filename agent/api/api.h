@@ -5,10 +5,10 @@
  *   api.c      the operation table (name, who may call it, pod op, tool)
  *              and the dispatcher; /tool-call
  *   reply.c    response envelopes and error bodies (one builder each)
- *   exec.c     /exec: argument validation, the exec response and receipt
- *   files.c    the file operations' arguments and responses
- *   observe.c  /isolation, inspect, status and verify responses
- *   session.c  /configure's arguments and response */
+ *   op_exec.c     /exec: argument validation, the exec response and receipt
+ *   op_files.c    the file operations' arguments and responses
+ *   op_observe.c  /isolation, inspect, status and verify responses
+ *   op_session.c  /configure's arguments and response */
 #pragma once
 #include <cJSON.h>
 #include <stdarg.h>
@@ -24,5 +24,5 @@ char *bk_api_handle(struct bk_agent *a, enum bk_caller_kind kind, const struct b
 /* The connection of the request being handled on this thread (-1: none). */
 extern __thread int bk_api_client_fd;
 
-/* /exec's argument check, for tests and fuzzing (agent/api/exec.h). */
-#include "agent/api/exec.h"
+/* /exec's argument check, for tests and fuzzing (agent/api/op_exec.h). */
+#include "agent/api/op_exec.h"

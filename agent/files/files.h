@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent/files/: the file operations of API.md (/file-create, /view,
  * /str-replace, /ls, /glob, /grep, /present-files) and the session wipe, on
- * the sandbox container's files. Typed in, typed out: agent/api/files.c
+ * the sandbox container's files. Typed in, typed out: agent/api/op_files.c
  * turns a request's JSON arguments into a struct bk_file_req and a struct
  * bk_file_result into the response; this room holds no JSON.
  *

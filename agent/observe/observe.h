@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent/observe/: observable isolation. Nothing here builds JSON: each
- * report is a typed snapshot that agent/api/observe.c turns into a
+ * report is a typed snapshot that agent/api/op_observe.c turns into a
  * response.
  *
  *   observe.c   reports read back from the kernel at the moment they are

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent/session/: sessions and the exec bracket. No JSON here: the API
- * edge (agent/api/session.c) parses requests and builds responses; the
+ * edge (agent/api/op_session.c) parses requests and builds responses; the
  * session files' format is agent/parse/session_record.c.
  *
  *   session.c    one session per pod: /configure (kill the previous

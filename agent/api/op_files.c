@@ -5,7 +5,7 @@
  * it, and the struct bk_file_result it answers is turned into the
  * response. Every refusal, the API edge's own and the helper's, is a
  * status, a code and a detail sentence; the audit line gets that status. */
-#include "agent/api/files.h"
+#include "agent/api/op_files.h"
 #include "agent/files/files.h"
 #include "lib/util.h"
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "agent/api/session.h"
+#include "agent/api/op_session.h"
 #include "agent/api/reply.h"
 #include "agent/parse/session_record.h"
 #include "agent/session/session.h"

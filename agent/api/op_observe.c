@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Keys, their order and their types are the wire format (API.md, and
  * boxkitectl reads them): each builder follows its report field by field. */
-#include "agent/api/observe.h"
+#include "agent/api/op_observe.h"
 #include "agent/api/reply.h"
 #include "agent/observe/observe.h"
 #include "lib/util.h"

@@ -3,7 +3,7 @@
  * struct bk_exec_args, the exec bracket (session/run.c) runs it, and its
  * typed result becomes the response: output redacted and made valid UTF-8,
  * the isolation receipt, the denied connections. */
-#include "agent/api/exec.h"
+#include "agent/api/op_exec.h"
 #include "agent/api/reply.h"
 #include "agent/parse/text.h"
 #include "agent/session/run.h"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* /exec (exec.c). */
+/* /exec (op_exec.c). */
 #pragma once
 #include <cJSON.h>
 
