@@ -60,7 +60,7 @@ static void *conn_main(void *arg)
 			log_warnf("caller_refused", "%s", why);
 		} else {
 			log_info("caller_identified", LS("pod", pod.pod_name), LS("namespace", pod.pod_namespace),
-				 LS("pod_uid", pod.pod_uid), LI("pid", pod.caller_pid));
+				 LS("pod_uid", pod.pod_uid), LI("pid", pod.caller_pid), LS("via", pod.identified_via));
 		}
 	} else {
 		struct ucred cr;

@@ -12,7 +12,18 @@
  * embedded IPv4 is in the deny set is denied.
  * Socket hooks return 0, which the caller sees at once as EPERM;
  * cgroup_skb/egress applies the same decision to every packet as the
- * backstop (ICMP, and anything that bypassed the socket hooks). */
+ * backstop (ICMP, and anything that bypassed the socket hooks).
+ *
+ * Helpers: each program uses only helpers that its program type has on
+ * every kernel from 5.15 on (the table in docs/install.md; the unit test
+ * tests/unit/test-bpfload.c checks the object against it, the kernel's
+ * verifier against itself). The process of a denial (pid, comm) is taken
+ * only in the socket hooks, which run in the calling process's context
+ * (cgroup_current_func_proto since 6.1, sock_filter/sock_addr_func_proto
+ * since 5.7); cgroup_skb/egress runs wherever the packet is sent from and
+ * may not ask (6.1 and 6.12 refuse bpf_get_current_pid_tgid and
+ * bpf_get_current_comm there), so its events carry pid 0 and no comm and
+ * the agent names the exec instead. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -31,6 +42,12 @@
 #define SOCK_RAW_ 3
 
 char LICENSE[] SEC("license") = "GPL";
+
+/* Set by the agent before load from its probe of this kernel: whether the
+ * socket hooks may call bpf_get_current_pid_tgid/bpf_get_current_comm. A
+ * read-only constant: when 0 the verifier never sees those calls (dead
+ * code), and the events degrade to pid 0 — the decisions do not change. */
+const volatile __u32 bk_task_info = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -129,8 +146,11 @@ static __always_inline int rate_ok(__u64 cgid)
 	return 1;
 }
 
+/* One denial: counted, and sent as an event within the rate. in_task: the
+ * hook runs in the context of the process that asked (the socket hooks);
+ * only then may the event name it. */
 static __always_inline void emit(__u64 cgid, __u32 reason, __u8 hook, __u16 family, __u8 proto, __u16 port,
-				 const __u8 *addr, int alen)
+				 const __u8 *addr, int alen, const int in_task)
 {
 	stat_inc(BK_S_DENIED);
 	if (!rate_ok(cgid))
@@ -142,7 +162,7 @@ static __always_inline void emit(__u64 cgid, __u32 reason, __u8 hook, __u16 fami
 	}
 	e->cgroup_id = cgid;
 	e->ts_ns = bpf_ktime_get_ns();
-	e->pid = bpf_get_current_pid_tgid() >> 32;
+	e->pid = 0;
 	e->reason = reason;
 	e->family = family;
 	e->port = port;
@@ -155,7 +175,10 @@ static __always_inline void emit(__u64 cgid, __u32 reason, __u8 hook, __u16 fami
 	else if (alen == 16)
 		__builtin_memcpy(e->addr, addr, 16);
 	__builtin_memset(e->comm, 0, sizeof(e->comm));
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	if (in_task && bk_task_info) {
+		e->pid = bpf_get_current_pid_tgid() >> 32;
+		bpf_get_current_comm(e->comm, sizeof(e->comm));
+	}
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -274,7 +297,7 @@ int bk_sock_create(struct bpf_sock *sk)
 		r = BK_R_ICMP;
 	if (r == BK_R_NONE)
 		return BK_VERDICT_PASS;
-	emit(cgid, r, BK_H_SOCK_CREATE, sk->family, sk->protocol, 0, 0, 0);
+	emit(cgid, r, BK_H_SOCK_CREATE, sk->family, sk->protocol, 0, 0, 0, 1);
 	return BK_VERDICT_REJECT;
 }
 
@@ -288,7 +311,7 @@ static __always_inline int sock_addr4(struct bpf_sock_addr *ctx, __u8 hook)
 	__u32 r = decide4(p, cgid, dst, proto, port);
 	if (r == BK_R_NONE)
 		return BK_VERDICT_PASS;
-	emit(cgid, r, hook, AF_INET_, proto, port, (const __u8 *)&dst, 4);
+	emit(cgid, r, hook, AF_INET_, proto, port, (const __u8 *)&dst, 4, 1);
 	return BK_VERDICT_REJECT;
 }
 
@@ -306,7 +329,7 @@ static __always_inline int sock_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 	__u32 r = decide6(p, cgid, dst, proto, port);
 	if (r == BK_R_NONE)
 		return BK_VERDICT_PASS;
-	emit(cgid, r, hook, AF_INET6_, proto, port, (const __u8 *)dst, 16);
+	emit(cgid, r, hook, AF_INET6_, proto, port, (const __u8 *)dst, 16, 1);
 	return BK_VERDICT_REJECT;
 }
 
@@ -334,6 +357,8 @@ static __always_inline __u16 l4_dport(struct __sk_buff *skb, __u32 off, __u8 pro
 	return port;
 }
 
+/* Helpers here: map lookup/update, ktime, ring buffer, skb_load_bytes,
+ * skb_cgroup_id: what cg_skb_func_proto offers on 5.15 and 6.1. */
 SEC("cgroup_skb/egress")
 int bk_egress(struct __sk_buff *skb)
 {
@@ -349,7 +374,7 @@ int bk_egress(struct __sk_buff *skb)
 		if (r == BK_R_NONE)
 			return BK_VERDICT_PASS;
 		__u32 d = ip.daddr;
-		emit(cgid, r, BK_H_EGRESS, AF_INET_, ip.protocol, port, (const __u8 *)&d, 4);
+		emit(cgid, r, BK_H_EGRESS, AF_INET_, ip.protocol, port, (const __u8 *)&d, 4, 0);
 		return BK_VERDICT_REJECT;
 	}
 	if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
@@ -362,7 +387,7 @@ int bk_egress(struct __sk_buff *skb)
 		r = decide6(p, cgid, d, ip6.nexthdr, port);
 		if (r == BK_R_NONE)
 			return BK_VERDICT_PASS;
-		emit(cgid, r, BK_H_EGRESS, AF_INET6_, ip6.nexthdr, port, (const __u8 *)d, 16);
+		emit(cgid, r, BK_H_EGRESS, AF_INET6_, ip6.nexthdr, port, (const __u8 *)d, 16, 0);
 		return BK_VERDICT_REJECT;
 	}
 	/* Neither IPv4 nor IPv6 from an exec cgroup: nothing an exec needs. */

@@ -110,6 +110,10 @@ enum bk_hook {
 	BK_H_EGRESS = 6,
 };
 
+/* pid and comm name the process only where the hook runs in its context
+ * (the socket hooks, on a kernel that gives them the helpers: see
+ * bk_task_info in egress.bpf.c); an event of cgroup_skb/egress carries pid
+ * 0 and an empty comm, and the agent names the exec by cgroup_id. */
 struct bk_event {
 	__u64 cgroup_id;
 	__u64 ts_ns;

@@ -4,6 +4,7 @@
  * typed result becomes the response: output redacted and made valid UTF-8,
  * the isolation receipt, the denied connections. */
 #include "agent/api/op_exec.h"
+#include "agent/api/op_observe.h"
 #include "agent/api/reply.h"
 #include "agent/parse/text.h"
 #include "agent/session/run.h"
@@ -129,7 +130,8 @@ static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_resu
 	cJSON_AddNumberToObject(iso, "gid", r->gid);
 	cJSON_AddBoolToObject(iso, "no_new_privs", true);
 	cJSON_AddNumberToObject(iso, "capabilities", 0);
-	(void)a;
+	cJSON_AddStringToObject(iso, "kernel", a->engine.features.kernel);
+	cJSON_AddItemToObject(iso, "features", bk_api_features_json(&a->engine.features));
 	return iso;
 }
 
@@ -163,6 +165,10 @@ static cJSON *denied_json(const struct bk_exec_result *r)
 		char *comm = bk_utf8_sanitize(d->comm, strnlen(d->comm, sizeof(d->comm)), &cl);
 		cJSON_AddStringToObject(o, "comm", comm ? comm : "");
 		free(comm);
+		if (d->hook)
+			cJSON_AddStringToObject(o, "hook", d->hook);
+		if (d->attributed_to)
+			cJSON_AddStringToObject(o, "attributed_to", d->attributed_to);
 		cJSON_AddItemToArray(den, o);
 	}
 	return den;

@@ -6,6 +6,18 @@
 #include "agent/observe/observe.h"
 #include "lib/util.h"
 
+/* ---- the kernel ------------------------------------------------------------------------ */
+
+cJSON *bk_api_features_json(const struct bk_features *f)
+{
+	cJSON *o = cJSON_CreateObject();
+	for (int k = 0; k < BK_F_N; k++)
+		cJSON_AddBoolToObject(o, bk_feature_desc[k].name, f->have[k]);
+	cJSON_AddNumberToObject(o, "landlock_abi", f->landlock_abi);
+	cJSON_AddStringToObject(o, "identity", bk_features_identity(f));
+	return o;
+}
+
 /* ---- inspect / isolation ------------------------------------------------------------ */
 
 static cJSON *prog_json(const struct bk_obs_prog *p)
@@ -181,6 +193,8 @@ char *bk_api_status(struct bk_agent *a)
 	cJSON *layers = cJSON_AddObjectToObject(b, "layers");
 	cJSON_AddBoolToObject(layers, "netns", s.layer_netns);
 	cJSON_AddBoolToObject(layers, "bpf", s.layer_bpf);
+	cJSON_AddStringToObject(b, "kernel", s.features.kernel);
+	cJSON_AddItemToObject(b, "features", bk_api_features_json(&s.features));
 	cJSON_AddNumberToObject(b, "live_execs", (double)s.live_execs);
 	cJSON_AddNumberToObject(b, "execs_ok", (double)s.execs_ok);
 	cJSON_AddNumberToObject(b, "execs_failed", (double)s.execs_failed);

@@ -10,6 +10,10 @@
 char *bk_api_inspect(struct bk_agent *a, const struct bk_pod *p);
 /* status (admin): the node and every sandbox pod on it. */
 char *bk_api_status(struct bk_agent *a);
+/* The probed kernel features (status "features", receipt
+ * isolation.features): each feature's name -> present, landlock_abi,
+ * identity (the path callers are identified by). */
+cJSON *bk_api_features_json(const struct bk_features *f);
 /* verify: {"hold": seconds (0..60)} -> the probes' verdicts; client_fd is
  * the requester's connection (its hang-up ends the probe exec). */
 char *bk_api_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *args, int client_fd);

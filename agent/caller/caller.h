@@ -7,7 +7,9 @@
  *               runtime own: /proc/PID/cgroup -> pod UID + container ID,
  *               an OCI runtime's state.json -> container name and pod
  *               metadata (the only JSON read here)
- *   pod.c       peer credentials (SO_PEERPIDFD) -> cgroup -> runtime state
+ *   pod.c       peer credentials (SO_PEERPIDFD; without it SO_PEERCRED +
+ *               pidfd_open, re-checked by who holds the peer socket, from
+ *               sock_diag) -> cgroup -> runtime state
  *               -> the calling pod; its sandbox container (pidfd, cgroup
  *               paths, user), checked against its own /proc entries; the
  *               walk of the runtime roots and its lookup cache

@@ -8,8 +8,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 
@@ -54,7 +61,99 @@ static int pidfd_pid(int pidfd, pid_t *pid)
 	return 0;
 }
 
-int bk_peer_pidfd(int connfd, pid_t *pid, int *pidfd)
+/* A sock_diag socket in the network namespace of the process of pidfd
+ * (-1: our own): the thread enters it for the socket() call only. */
+static int diag_socket(int pidfd)
+{
+	if (pidfd < 0) {
+		int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+		return nl < 0 ? -errno : nl;
+	}
+	_cleanup_close_ int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (self < 0)
+		return -errno;
+	if (setns(pidfd, CLONE_NEWNET) < 0)
+		return -errno;
+	int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	int e = errno;
+	if (setns(self, CLONE_NEWNET) < 0)
+		abort(); /* our own namespace: cannot fail; never serve from another one */
+	return nl < 0 ? -e : nl;
+}
+
+int bk_unix_peer_ino(int fd, int netns_pidfd, uint64_t *peer)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	_cleanup_close_ int nl = diag_socket(netns_pidfd);
+	if (nl < 0)
+		return nl;
+	struct {
+		struct nlmsghdr nlh;
+		struct unix_diag_req r;
+	} req = {
+		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST },
+		.r = { .sdiag_family = AF_UNIX, .udiag_states = ~0u, .udiag_ino = (uint32_t)st.st_ino,
+		       .udiag_show = UDIAG_SHOW_PEER, .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
+	};
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	if (sendto(nl, &req, sizeof(req), 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	union {
+		char b[8192];
+		struct nlmsghdr align;
+	} buf;
+	ssize_t n = recv(nl, buf.b, sizeof(buf.b), 0);
+	if (n < 0)
+		return -errno;
+	for (struct nlmsghdr *h = &buf.align; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+		if (h->nlmsg_type == NLMSG_ERROR) {
+			const struct nlmsgerr *e = NLMSG_DATA(h);
+			return e->error ? e->error : -EPROTO;
+		}
+		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct unix_diag_msg)))
+			continue;
+		const struct unix_diag_msg *m = NLMSG_DATA(h);
+		if (m->udiag_ino != (uint32_t)st.st_ino)
+			continue;
+		int alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+		for (struct rtattr *a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen))
+			if (a->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(a) >= sizeof(uint32_t)) {
+				*peer = *(const uint32_t *)RTA_DATA(a);
+				return 0;
+			}
+		return -ENOTCONN;
+	}
+	return -ENOENT;
+}
+
+/* Whether process pid holds the socket with inode ino among its fds. */
+static int holds_socket(pid_t pid, uint64_t ino)
+{
+	char p[64], want[48];
+	snprintf(p, sizeof(p), "/proc/%d/fd", (int)pid);
+	snprintf(want, sizeof(want), "socket:[%llu]", (unsigned long long)ino);
+	DIR *d = opendir(p);
+	if (!d)
+		return -errno;
+	int found = 0;
+	struct dirent *de;
+	while (!found && (de = readdir(d))) {
+		char t[64];
+		ssize_t l = readlinkat(dirfd(d), de->d_name, t, sizeof(t) - 1);
+		if (l <= 0)
+			continue;
+		t[l] = '\0';
+		found = streq(t, want);
+	}
+	closedir(d);
+	return found;
+}
+
+const char *const bk_peer_via_names[] = { "so_peerpidfd", "so_peercred" };
+
+int bk_peer_pidfd(int connfd, bool use_peerpidfd, pid_t *pid, int *pidfd, enum bk_peer_via *via)
 {
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
@@ -64,7 +163,7 @@ int bk_peer_pidfd(int connfd, pid_t *pid, int *pidfd)
 		return -ESRCH; /* peer outside our pid namespace: we need hostPID */
 	int fd = -1;
 	socklen_t fl = sizeof(fd);
-	if (getsockopt(connfd, SOL_SOCKET, SO_PEERPIDFD, &fd, &fl) == 0 && fd >= 0) {
+	if (use_peerpidfd && getsockopt(connfd, SOL_SOCKET, SO_PEERPIDFD, &fd, &fl) == 0 && fd >= 0) {
 		pid_t p;
 		int r = pidfd_pid(fd, &p);
 		if (r < 0 || p != cred.pid) {
@@ -73,23 +172,34 @@ int bk_peer_pidfd(int connfd, pid_t *pid, int *pidfd)
 		}
 		*pid = p;
 		*pidfd = fd;
+		*via = BK_PEER_VIA_PIDFD;
 		return 0;
 	}
-	/* Fallback (kernel < 6.5): pidfd_open the credential's pid, then
-	 * re-check that the socket still names that pid. A pid reused between
-	 * the two calls would have to be the same process to pass the later
-	 * pidfd_alive() checks. */
-	fd = pidfd_open_(cred.pid);
-	if (fd < 0)
-		return fd;
-	struct ucred again;
-	cl = sizeof(again);
-	if (getsockopt(connfd, SOL_SOCKET, SO_PEERCRED, &again, &cl) < 0 || again.pid != cred.pid) {
-		close(fd);
+	/* Fallback (kernel < 6.5, or testing.mask_features so_peerpidfd):
+	 * SO_PEERCRED names the pid the peer had when it connected; that
+	 * process may be gone and its pid reused since. pidfd_open pins
+	 * whatever process has the pid now; it is the caller only if it
+	 * holds the peer end of this very connection (the kernel's
+	 * sock_diag names that socket), checked while the pidfd shows the
+	 * pinned process alive — a reused pid fails the check. */
+	_cleanup_close_ int pfd = pidfd_open_(cred.pid);
+	if (pfd < 0)
+		return pfd;
+	/* the agent's end of a unix connection lives in the network
+	 * namespace the caller's socket was made in, and sock_diag finds
+	 * sockets of its own namespace only: ask from the caller's */
+	uint64_t peer = 0;
+	int r = bk_unix_peer_ino(connfd, pfd, &peer);
+	if (r < 0)
+		return r;
+	r = holds_socket(cred.pid, peer);
+	if (r <= 0)
+		return r < 0 ? r : -ESRCH;
+	if (!pidfd_alive(pfd))
 		return -ESRCH;
-	}
 	*pid = cred.pid;
-	*pidfd = fd;
+	*pidfd = steal_fd(&pfd);
+	*via = BK_PEER_VIA_PEERCRED;
 	return 0;
 }
 
@@ -337,7 +447,8 @@ int bk_pod_from_peer(const struct bk_config *c, int connfd, struct bk_pod *out, 
 	bk_pod_init(out);
 	pid_t pid;
 	int fd;
-	int r = bk_peer_pidfd(connfd, &pid, &fd);
+	enum bk_peer_via via;
+	int r = bk_peer_pidfd(connfd, !bk_config_masks(c, "so_peerpidfd"), &pid, &fd, &via);
 	if (r < 0)
 		return bk_fail_buf(err, errlen, -EPERM, "cannot identify the caller from the kernel: %s", strerror(-r));
 	_cleanup_close_ int pidfd = fd;
@@ -364,6 +475,7 @@ int bk_pod_from_peer(const struct bk_config *c, int connfd, struct bk_pod *out, 
 				   ci.name, ci.pod_namespace, ci.pod_name, c->shim_container);
 	}
 	out->caller_pid = pid;
+	out->identified_via = bk_peer_via_names[via];
 	snprintf(out->caller_container, sizeof(out->caller_container), "%s", ci.id);
 	snprintf(out->pod_uid, sizeof(out->pod_uid), "%s", ci.pod_uid);
 	snprintf(out->pod_name, sizeof(out->pod_name), "%s", ci.pod_name);

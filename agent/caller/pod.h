@@ -11,6 +11,7 @@
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "agent/parse/config.h"
@@ -23,6 +24,7 @@ struct bk_pod {
 	char policy_annotation[64];
 	char caller_container[BK_ID_MAX + 1]; /* "" for admin callers */
 	pid_t caller_pid;
+	const char *identified_via;   /* bk_peer_via_names[]: how the kernel named the caller */
 	struct bk_container_info sandbox;
 	int sandbox_pidfd;
 	char pod_v2[4096];   /* pod-level cgroup path (v2 hierarchy) */
@@ -35,8 +37,22 @@ struct bk_pod {
 void bk_pod_init(struct bk_pod *p);
 void bk_pod_release(struct bk_pod *p);
 
-/* Peer of a unix socket connection: pid and a pidfd that pins it. */
-int bk_peer_pidfd(int connfd, pid_t *pid, int *pidfd);
+/* How the peer was identified: by the kernel's pidfd of it (SO_PEERPIDFD,
+ * 6.5), or by SO_PEERCRED + pidfd_open, re-checked by who holds the peer
+ * socket (sock_diag). */
+enum bk_peer_via { BK_PEER_VIA_PIDFD, BK_PEER_VIA_PEERCRED };
+extern const char *const bk_peer_via_names[]; /* "so_peerpidfd", "so_peercred" */
+
+/* Peer of a unix socket connection: pid and a pidfd that pins it.
+ * use_peerpidfd false: the fallback even where the kernel has SO_PEERPIDFD
+ * (testing.mask_features "so_peerpidfd"). */
+int bk_peer_pidfd(int connfd, bool use_peerpidfd, pid_t *pid, int *pidfd, enum bk_peer_via *via);
+
+/* The inode of the peer end of a connected unix socket, from the kernel's
+ * sock_diag (UNIX_DIAG_PEER; CONFIG_UNIX_DIAG), asked in the network
+ * namespace of the process of netns_pidfd (-1: our own) — sock_diag sees
+ * the sockets of its own namespace only. */
+int bk_unix_peer_ino(int fd, int netns_pidfd, uint64_t *peer);
 
 /* Identify the peer of connfd: it must be the shim container of a sandbox
  * pod. On refusal returns -EPERM (or another -errno) with a sentence in err. */

@@ -360,6 +360,8 @@ int bk_step_spawn(struct exec_ctx *x)
 		return bk_fail(&x->err, -clone_errno, "cgroup", "clone3 into the exec cgroup failed: %s",
 			       strerror(clone_errno));
 	x->pidfd = pidfd;
+	if (x->watched)
+		bk_filter_watch_pid(e, x->res, (pid_t)pid);
 	/* only the child writes these now: EOF comes with its end */
 	close(steal_fd(&info_wr));
 	close(steal_fd(&out_wr));

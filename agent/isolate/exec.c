@@ -37,7 +37,8 @@ static int engine_bpf(struct bk_engine *e, char *err, size_t errlen)
 	const char *base = strrchr(cfg->bpffs, '/');
 	snprintf(e->keepalive, sizeof(e->keepalive), "%s/%s-keepalive", e->mounts.v2, base ? base + 1 : cfg->bpffs);
 	char ferr[400] = "";
-	int r = bk_filter_open(cfg->bpffs, e->keepalive, &e->filter, ferr, sizeof(ferr));
+	int r = bk_filter_open(cfg->bpffs, e->keepalive, e->features.have[BK_F_BPF_TASK_INFO], &e->filter, ferr,
+			       sizeof(ferr));
 	if (r < 0)
 		return bk_fail_buf(err, errlen, r, "bpf: %s", ferr);
 	r = bk_filter_load_policy(e->filter, &cfg->policy, ferr, sizeof(ferr));
@@ -56,6 +57,12 @@ int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t
 	if (r < 0)
 		return bk_fail_buf(err, errlen, r,
 				   "cgroup: no cgroup2 hierarchy mounted (needed for the BPF layer and cgroup.kill)");
+	/* what this kernel offers, before anything depends on it */
+	const char *base = strrchr(cfg->bpffs, '/');
+	char probe_cg[1100];
+	snprintf(probe_cg, sizeof(probe_cg), "%s/%s-probe", e->mounts.v2, base ? base + 1 : cfg->bpffs);
+	if ((r = bk_features_probe(&e->features, cfg, probe_cg, err, errlen)) < 0)
+		return r;
 	e->self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
 	e->self_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	e->cap_last = cap_last_cap();

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "agent/isolate/cgroup.h"
+#include "agent/isolate/features.h"
 #include "agent/parse/config.h"
 #include "agent/isolate/filter.h"
 #include "agent/isolate/netlink.h"
@@ -50,6 +51,12 @@ struct bk_denial {
 	uint32_t pid;
 	char comm[16];
 	char reason[24];
+	const char *hook;         /* sock_create, connect4, ..., egress */
+	/* who pid/comm name: "process" (the hook ran in the context of the
+	 * process that asked), "exec" (the hook could not name it —
+	 * cgroup_skb/egress, or a kernel without bpf_task_info — and the agent
+	 * named the exec's first process) */
+	const char *attributed_to;
 };
 
 struct bk_engine {
@@ -70,6 +77,7 @@ struct bk_engine {
 	int self_netns;
 	struct bk_netns_pool netns; /* fresh network namespaces made ahead of time */
 	int cap_last;
+	struct bk_features features; /* what the kernel offers, probed at start */
 };
 
 struct bk_exec_req {

@@ -65,11 +65,89 @@ const char *bk_reason_name(uint32_t reason)
 	}
 }
 
+/* libbpf's warnings while the object loads (at start, one thread): the
+ * verifier's log of a program that fails, for the one line the agent says. */
+static char *load_log;
+static size_t load_log_len;
+static bool load_logging;
+
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	if (level == LIBBPF_WARN && getenv("BOXKITE_BPF_DEBUG"))
+	if (level != LIBBPF_WARN)
+		return 0;
+	if (load_logging) {
+		va_list cp;
+		va_copy(cp, ap);
+		int n = vsnprintf(NULL, 0, fmt, cp);
+		va_end(cp);
+		char *nl = n > 0 && load_log_len + (size_t)n < (64u << 20) ? realloc(load_log, load_log_len + (size_t)n + 1)
+									    : NULL;
+		if (nl) {
+			load_log = nl;
+			va_copy(cp, ap);
+			vsnprintf(load_log + load_log_len, (size_t)n + 1, fmt, cp);
+			va_end(cp);
+			load_log_len += (size_t)n;
+		}
+	}
+	if (getenv("BOXKITE_BPF_DEBUG"))
 		return vfprintf(stderr, fmt, ap);
 	return 0;
+}
+
+void bk_bpf_load_verdict(const char *log, char *prog, size_t plen, char *line, size_t llen)
+{
+	snprintf(prog, plen, "?");
+	snprintf(line, llen, "no verifier log");
+	if (!log || !log[0])
+		return;
+	/* without a verifier log: libbpf's own first complaint */
+	snprintf(line, llen, "%.*s", (int)strcspn(log, "\n"), log);
+	const char *beg = strstr(log, "-- BEGIN PROG LOAD LOG --");
+	if (!beg)
+		return;
+	/* "libbpf: prog 'NAME': -- BEGIN PROG LOAD LOG --" */
+	const char *ls = beg;
+	while (ls > log && ls[-1] != '\n')
+		ls--;
+	const char *q = strstr(ls, "prog '");
+	if (q && q < beg) {
+		q += 6;
+		size_t n = strcspn(q, "'");
+		snprintf(prog, plen, "%.*s", (int)n, q);
+	}
+	beg = strchr(beg, '\n');
+	const char *end = beg ? strstr(beg, "-- END PROG LOAD LOG --") : NULL;
+	if (!beg || !end)
+		return;
+	/* the last line before "processed N insns" (or the log's end) that is
+	 * not an instruction, a source line or register state */
+	const char *best = NULL;
+	size_t bl = 0;
+	for (const char *l = beg + 1; l < end;) {
+		const char *nl = memchr(l, '\n', (size_t)(end - l));
+		size_t n = nl ? (size_t)(nl - l) : (size_t)(end - l);
+		if (n >= 10 && !strncmp(l, "processed ", 10))
+			break;
+		bool insn = n && l[0] >= '0' && l[0] <= '9';
+		/* register state "R1=ctx() R10=fp0" (an error like "R1 type=ctx
+		 * expected=fp" is kept) */
+		size_t d = 1;
+		while (d < n && l[d] >= '0' && l[d] <= '9')
+			d++;
+		bool state = n > 1 && l[0] == 'R' && d > 1 && d < n && (l[d] == '=' || l[d] == '_');
+		if (n && !insn && !state && l[0] != ';' && l[0] != ' ' && l[0] != '\t' && strncmp(l, "func#", 5) &&
+		    strncmp(l, "last_idx", 8) && strncmp(l, "regs=", 5) && strncmp(l, "parent", 6) &&
+		    strncmp(l, "from ", 5) && strncmp(l, "libbpf:", 7)) {
+			best = l;
+			bl = n;
+		}
+		if (!nl)
+			break;
+		l = nl + 1;
+	}
+	if (best)
+		snprintf(line, llen, "%.*s", (int)bl, best);
 }
 
 static int rb_cb(void *ctx, void *data, size_t size)
@@ -111,7 +189,38 @@ static int ensure_bpffs(const char *dir)
 	return 0;
 }
 
-int bk_filter_open(const char *bpffs, const char *keepalive_cg, struct bk_filter **out, char *err, size_t errlen)
+int bk_filter_helper_uses(struct bk_prog_helpers out[BK_NPROGS])
+{
+	libbpf_set_print(libbpf_quiet);
+	struct boxkite *s = boxkite__open();
+	if (!s)
+		return -errno;
+	memset(out, 0, sizeof(struct bk_prog_helpers) * BK_NPROGS);
+	for (int i = 0; i < BK_NPROGS; i++) {
+		struct bpf_program *p = prog_at(s, i);
+		struct bk_prog_helpers *h = &out[i];
+		snprintf(h->prog, sizeof(h->prog), "%s", bpf_program__name(p));
+		h->type = bpf_program__type(p);
+		h->attach = bpf_program__expected_attach_type(p);
+		const struct bpf_insn *in = bpf_program__insns(p);
+		size_t n = bpf_program__insn_cnt(p);
+		for (size_t k = 0; k < n; k++) {
+			/* a helper call: BPF-to-BPF and kfunc calls set src_reg */
+			if (in[k].code != (BPF_JMP | BPF_CALL) || in[k].src_reg != 0)
+				continue;
+			bool seen = false;
+			for (int q = 0; q < h->n; q++)
+				seen |= h->helpers[q] == in[k].imm;
+			if (!seen && h->n < BK_MAX_HELPER_USES)
+				h->helpers[h->n++] = in[k].imm;
+		}
+	}
+	boxkite__destroy(s);
+	return 0;
+}
+
+int bk_filter_open(const char *bpffs, const char *keepalive_cg, bool task_info, struct bk_filter **out, char *err,
+		   size_t errlen)
 {
 	libbpf_set_print(libbpf_quiet);
 	struct bk_filter *f = calloc(1, sizeof(*f));
@@ -127,13 +236,21 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, struct bk_filter
 		bk_fail_buf(err, errlen, r, "cannot open the BPF object: %s", strerror(-r));
 		goto fail;
 	}
+	f->skel->rodata->bk_task_info = task_info;
+	load_logging = true;
 	r = boxkite__load(f->skel);
+	load_logging = false;
 	if (r) {
 		r = r < 0 ? r : -EINVAL;
-		bk_fail_buf(err, errlen, r, "cannot load the BPF programs (is this kernel built with cgroup BPF?): %s",
-			    strerror(-r));
-		goto fail;
+		char prog[64], line[300];
+		bk_bpf_load_verdict(load_log, prog, sizeof(prog), line, sizeof(line));
+		bk_fail_buf(err, errlen, r, "the kernel refuses the BPF program %s: %s", prog, line);
 	}
+	free(load_log);
+	load_log = NULL;
+	load_log_len = 0;
+	if (r)
+		goto fail;
 	r = ensure_bpffs(bpffs);
 	if (r < 0) {
 		bk_fail_buf(err, errlen, r, "no bpffs for the pins and none could be mounted at the parent of %s: %s",
@@ -560,7 +677,44 @@ int bk_step_bpf(struct exec_ctx *x)
 struct bk_exec_slot {
 	uint64_t cgid;
 	struct bk_exec_result *res;
+	pid_t pid; /* the exec's first process (host pid), 0 until spawned */
 };
+
+static const char *hook_name(uint8_t h)
+{
+	switch (h) {
+	case BK_H_SOCK_CREATE: return "sock_create";
+	case BK_H_CONNECT4: return "connect4";
+	case BK_H_CONNECT6: return "connect6";
+	case BK_H_SENDMSG4: return "sendmsg4";
+	case BK_H_SENDMSG6: return "sendmsg6";
+	case BK_H_EGRESS: return "egress";
+	default: return "unknown";
+	}
+}
+
+/* Who a denial names: the process, when the hook ran in its context;
+ * else (pid 0: cgroup_skb/egress, or a kernel without the helpers in the
+ * socket hooks) the exec, by its first process and that one's name now. */
+static void attribute(struct bk_denial *d, const struct bk_event *ev, pid_t exec_pid)
+{
+	d->hook = hook_name(ev->hook);
+	if (ev->pid) {
+		d->pid = ev->pid;
+		memcpy(d->comm, ev->comm, sizeof(d->comm) - 1);
+		d->attributed_to = "process";
+		return;
+	}
+	d->attributed_to = "exec";
+	d->pid = (uint32_t)exec_pid;
+	if (exec_pid <= 0)
+		return;
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%d/comm", (int)exec_pid);
+	_cleanup_free_ char *c = NULL;
+	if (read_file_at(AT_FDCWD, p, 64, &c, NULL) == 0)
+		snprintf(d->comm, sizeof(d->comm), "%.*s", (int)strcspn(c, "\n"), c);
+}
 
 #define MAX_SLOTS 1024
 
@@ -569,9 +723,11 @@ static void on_event(const struct bk_event *ev, void *ud)
 	struct bk_engine *e = ud;
 	pthread_mutex_lock(&e->lock);
 	struct bk_exec_result *res = NULL;
+	pid_t exec_pid = 0;
 	for (int i = 0; i < e->nslots; i++)
 		if (e->slots[i].cgid == ev->cgroup_id && e->slots[i].res) {
 			res = e->slots[i].res;
+			exec_pid = e->slots[i].pid;
 			break;
 		}
 	if (!res) {
@@ -591,16 +747,14 @@ static void on_event(const struct bk_event *ev, void *ud)
 		snprintf(d->proto, sizeof(d->proto), "%s",
 			 ev->proto == IPPROTO_TCP ? "tcp" : ev->proto == IPPROTO_UDP ? "udp" :
 			 (ev->proto == IPPROTO_ICMP || ev->proto == IPPROTO_ICMPV6) ? "icmp" : "ip");
-		d->pid = ev->pid;
-		memcpy(d->comm, ev->comm, sizeof(d->comm) - 1);
+		attribute(d, ev, exec_pid);
 		snprintf(d->reason, sizeof(d->reason), "%s", bk_reason_name(ev->reason));
 	} else if (res->n_denied < BK_DENIED_MAX) {
 		struct bk_denial *d = &res->denied[res->n_denied++];
 		memset(d, 0, sizeof(*d));
 		snprintf(d->dst, sizeof(d->dst), "socket");
 		snprintf(d->proto, sizeof(d->proto), "%s", ev->proto == IPPROTO_ICMP || ev->proto == IPPROTO_ICMPV6 ? "icmp" : "raw");
-		d->pid = ev->pid;
-		memcpy(d->comm, ev->comm, sizeof(d->comm) - 1);
+		attribute(d, ev, exec_pid);
 		snprintf(d->reason, sizeof(d->reason), "%s", bk_reason_name(ev->reason));
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -653,12 +807,22 @@ static int watch(struct bk_engine *e, uint64_t cgid, struct bk_exec_result *res)
 		if (!e->slots[i].res) {
 			e->slots[i].cgid = cgid;
 			e->slots[i].res = res;
+			e->slots[i].pid = 0;
 			e->live++;
 			pthread_mutex_unlock(&e->lock);
 			return 0;
 		}
 	pthread_mutex_unlock(&e->lock);
 	return -EBUSY;
+}
+
+void bk_filter_watch_pid(struct bk_engine *e, struct bk_exec_result *res, pid_t pid)
+{
+	pthread_mutex_lock(&e->lock);
+	for (int i = 0; i < e->nslots; i++)
+		if (e->slots[i].res == res)
+			e->slots[i].pid = pid;
+	pthread_mutex_unlock(&e->lock);
 }
 
 void bk_filter_unwatch(struct bk_engine *e, struct bk_exec_result *res)
@@ -668,6 +832,7 @@ void bk_filter_unwatch(struct bk_engine *e, struct bk_exec_result *res)
 		if (e->slots[i].res == res) {
 			e->slots[i].res = NULL;
 			e->slots[i].cgid = 0;
+			e->slots[i].pid = 0;
 			e->live--;
 		}
 	pthread_mutex_unlock(&e->lock);

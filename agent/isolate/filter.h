@@ -12,6 +12,7 @@
 #include "agent/parse/policy.h"
 
 #include <linux/bpf.h>
+#include <sys/types.h>
 
 #define BK_NPROGS 6
 
@@ -40,8 +41,29 @@ struct bk_filter_att {
 };
 
 /* Load, pin and attach to the keepalive cgroup (created at keepalive_cg).
- * err receives a sentence on failure. */
-int bk_filter_open(const char *bpffs, const char *keepalive_cg, struct bk_filter **out, char *err, size_t errlen);
+ * task_info: the socket hooks name the process of a denial (the kernel
+ * gives them bpf_get_current_pid_tgid/comm; features.h). err receives a
+ * sentence on failure. */
+int bk_filter_open(const char *bpffs, const char *keepalive_cg, bool task_info, struct bk_filter **out, char *err,
+		   size_t errlen);
+
+/* The helpers each program of the object calls, read from its instructions
+ * (for the feature probe: which helpers this kernel must offer to which
+ * program type). */
+#define BK_MAX_HELPER_USES 32
+struct bk_prog_helpers {
+	char prog[32];
+	enum bpf_prog_type type;
+	enum bpf_attach_type attach;
+	int helpers[BK_MAX_HELPER_USES];
+	int n;
+};
+int bk_filter_helper_uses(struct bk_prog_helpers out[BK_NPROGS]);
+
+/* From what libbpf printed for a failed load: the program and the
+ * verifier's first error line (its verdict, e.g. "unknown func
+ * bpf_get_current_pid_tgid#14"). */
+void bk_bpf_load_verdict(const char *log, char *prog, size_t plen, char *line, size_t llen);
 void bk_filter_close(struct bk_filter *f);
 /* Policy entry first, then the links: no instant where an attached
  * program finds no policy is possible, and a missing entry denies anyway. */
@@ -80,5 +102,8 @@ int bk_filter_events_start(struct bk_engine *e, char *err, size_t errlen);
 void bk_filter_events_stop(struct bk_engine *e);
 /* One pass over what is queued (when an exec ended: its own are all there). */
 void bk_filter_events_drain(struct bk_engine *e);
+/* The exec's first process (host pid), which names the exec in events
+ * that cannot name their process. */
+void bk_filter_watch_pid(struct bk_engine *e, struct bk_exec_result *res, pid_t pid);
 /* No more events for res (it is about to go). */
 void bk_filter_unwatch(struct bk_engine *e, struct bk_exec_result *res);

@@ -7,6 +7,10 @@
  * Only the API edge turns it into a response.
  *
  * Files, one concern each:
+ *   features.c  what the kernel offers, probed at start (libbpf probes and
+ *               real loads, syscalls on throw-away objects): refuse to
+ *               start without a required facility, degrade without an
+ *               optional one; the set the reports show
  *   exec.c      the engine: its lifetime, the step table and its one
  *               failure path, the run of the command (output caps, timeout,
  *               requester hang-up), the teardown

@@ -396,6 +396,7 @@ int bk_obs_status(struct bk_agent *a, struct bk_node_status *o)
 	o->execs_failed = a->execs_failed;
 	o->refused_callers = a->refused_callers;
 	o->requests = a->requests;
+	o->features = a->engine.features;
 	if (a->engine.filter) {
 		o->have_bpf = true;
 		o->denied_total = bk_filter_stat(a->engine.filter, BK_S_DENIED);

@@ -144,6 +144,7 @@ struct bk_node_status {
 	uint64_t live_execs, execs_ok, execs_failed, refused_callers, requests;
 	bool have_bpf;                     /* the BPF layer's counters below */
 	uint64_t denied_total, events_lost, events_suppressed;
+	struct bk_features features;       /* the kernel (release) and what it offers, probed at start */
 	struct bk_status_sandbox *sandboxes;
 	size_t n_sandboxes;
 };

@@ -72,6 +72,38 @@ static int get_bool(const cJSON *o, const char *key, bool *dst, char *err, size_
 	return 0;
 }
 
+/* An array of at most BK_MAX_MASKED names ([a-z0-9_], 1..31 bytes). */
+static int get_names(const cJSON *o, const char *key, char (*dst)[32], int *n, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v)
+		return 0;
+	if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > BK_MAX_MASKED)
+		return bk_fail_buf(err, errlen, -EINVAL, "config: \"%s\" must be an array of at most %d names", key,
+				   BK_MAX_MASKED);
+	*n = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, v)
+	{
+		bool ok = cJSON_IsString(it) && it->valuestring[0] && strlen(it->valuestring) < 32;
+		for (const char *p = ok ? it->valuestring : ""; *p; p++)
+			ok &= (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
+		if (!ok)
+			return bk_fail_buf(err, errlen, -EINVAL,
+					   "config: \"%s\" entries must be names of [a-z0-9_], shorter than 32 bytes", key);
+		strcpy(dst[(*n)++], it->valuestring);
+	}
+	return 0;
+}
+
+bool bk_config_masks(const struct bk_config *c, const char *feature)
+{
+	for (int i = 0; i < c->n_mask_features; i++)
+		if (streq(c->mask_features[i], feature))
+			return true;
+	return false;
+}
+
 static int check_keys(const cJSON *o, const char *where, const char *const *known, char *err, size_t errlen)
 {
 	const cJSON *it;
@@ -109,7 +141,7 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	static const char *const exec_keys[] = { "pids_max", "memory_max", "timeout_default", "timeout_max",
 						 "output_cap", NULL };
 	static const char *const layer_keys[] = { "netns", "bpf", "landlock", NULL };
-	static const char *const test_keys[] = { "allow_unsafe", "fault", NULL };
+	static const char *const test_keys[] = { "allow_unsafe", "fault", "mask_features", NULL };
 	if ((r = check_keys(root, "the top level", top, err, errlen)) < 0)
 		goto out;
 	if ((r = get_str(root, "socket", c->socket, sizeof(c->socket), err, errlen)) < 0 ||
@@ -174,7 +206,8 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	if (t) {
 		if (!cJSON_IsObject(t) || (r = check_keys(t, "\"testing\"", test_keys, err, errlen)) < 0 ||
 		    (r = get_bool(t, "allow_unsafe", &c->allow_unsafe, err, errlen)) < 0 ||
-		    (r = get_str(t, "fault", c->fault, sizeof(c->fault), err, errlen)) < 0) {
+		    (r = get_str(t, "fault", c->fault, sizeof(c->fault), err, errlen)) < 0 ||
+		    (r = get_names(t, "mask_features", c->mask_features, &c->n_mask_features, err, errlen)) < 0) {
 			if (!err[0])
 				snprintf(err, errlen, "config: \"testing\" must be an object");
 			r = -EINVAL;
@@ -204,6 +237,10 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	}
 	if (c->fault[0] && !c->allow_unsafe) {
 		r = bk_fail_buf(err, errlen, -EINVAL, "config: testing.fault needs testing.allow_unsafe");
+		goto out;
+	}
+	if (c->n_mask_features && !c->allow_unsafe) {
+		r = bk_fail_buf(err, errlen, -EINVAL, "config: testing.mask_features needs testing.allow_unsafe");
 		goto out;
 	}
 	if (c->timeout_default > c->timeout_max) {

@@ -9,6 +9,7 @@
 #include "agent/parse/policy.h"
 
 #define BK_MAX_ROOTS 4
+#define BK_MAX_MASKED 16
 
 struct bk_config {
 	char socket[108];
@@ -30,6 +31,12 @@ struct bk_config {
 	bool layer_landlock;      /* kernel execute allowlist for sessions with allowed_commands */
 	bool allow_unsafe;        /* testing switch: permits turning the BPF layer off */
 	char fault[32];           /* testing: inject a failure at "cgroup", "bpf", "netns", "setns" */
+	/* testing: kernel features to treat as missing after the start's probe
+	 * (agent/isolate/features.h names them; an unknown name stops the
+	 * start), e.g. "so_peerpidfd" to identify callers by the SO_PEERCRED
+	 * fallback on a kernel that has SO_PEERPIDFD */
+	char mask_features[BK_MAX_MASKED][32];
+	int n_mask_features;
 	struct bk_policy_set policy; /* egress profiles */
 	/* probe targets of verify and the self-test: metadata, kubernetes_api,
 	 * pod, public ("addr:port", "[v6]:port") */
@@ -40,6 +47,8 @@ struct bk_config {
 extern const char *const bk_target_names[4];
 
 void bk_config_defaults(struct bk_config *c);
+/* Whether testing.mask_features names feature. */
+bool bk_config_masks(const struct bk_config *c, const char *feature);
 /* Merge a JSON config text into c. err gets a sentence on failure. */
 int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err, size_t errlen);
 int bk_config_load(struct bk_config *c, const char *path, char *err, size_t errlen);
