@@ -34,7 +34,7 @@ cleanup() {
 	"$CTL" sandbox delete "$NAME" >/dev/null 2>&1
 	if [ -n "$AGENT_PID" ]; then kill -TERM "$AGENT_PID"; wait "$AGENT_PID"; fi
 	rm -rf "$BPFFS" 2>/dev/null
-	rmdir "/sys/fs/cgroup/unified/$(basename "$BPFFS")-keepalive" 2>/dev/null
+	rmdir "$(findmnt -t cgroup2 -n -o TARGET | head -1)/$(basename "$BPFFS")-keepalive" 2>/dev/null
 	[ -n "${LOAD_KEEP:-}" ] && cp "$D/agent.log" /tmp/load-agent.log
 	rm -rf "$D"
 }
@@ -63,16 +63,19 @@ rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$AGENT_PID/status"; }
 nfd() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 netfd() { find "/proc/$1/fd" -lname 'net:*' 2>/dev/null | wc -l; }
 ntask() { ls "/proc/$1/task" 2>/dev/null | wc -l; }
-exec_cgroups() { find /sys/fs/cgroup/*/kubepods -path "*pod$POD_UID/boxkite-exec-*" -type d 2>/dev/null | wc -l; }
+# the cgroup layout, read from the mounts (hybrid here, pure v2 on most nodes)
+CG2=$(findmnt -t cgroup2 -n -o TARGET | head -1)
+CG_ROOTS="$CG2 $(findmnt -t cgroup -n -o TARGET | tr '\n' ' ')"
+exec_cgroups() { find $CG_ROOTS -path "*/kubepods/*pod$POD_UID/boxkite-exec-*" -type d 2>/dev/null | wc -l; }
 # processes left in the pod besides the two containers' own
 pod_procs() {
-	cat /sys/fs/cgroup/unified/kubepods/besteffort/pod"$POD_UID"/*/cgroup.procs 2>/dev/null | wc -l
+	cat "$CG2"/kubepods/besteffort/pod"$POD_UID"/*/cgroup.procs 2>/dev/null | wc -l
 }
 # network namespaces of processes in the pod's cgroups plus those the agent
 # holds open (the pool); a leaked one is held by one of the two
 pod_netns() {
 	{
-		for p in $(cat /sys/fs/cgroup/unified/kubepods/besteffort/pod"$POD_UID"/*/cgroup.procs 2>/dev/null); do
+		for p in $(cat "$CG2"/kubepods/besteffort/pod"$POD_UID"/*/cgroup.procs 2>/dev/null); do
 			readlink "/proc/$p/ns/net"
 		done
 		find "/proc/$AGENT_PID/fd" -lname 'net:*' -exec readlink {} \; 2>/dev/null

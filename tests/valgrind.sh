@@ -48,7 +48,7 @@ cleanup() {
 	fi
 	[ -n "$SB_MADE" ] && "$CTL" sandbox delete "$SB" >/dev/null 2>&1
 	rm -rf "$BPFFS" 2>/dev/null
-	rmdir "/sys/fs/cgroup/unified/$(basename "$BPFFS")-keepalive" 2>/dev/null
+	rmdir "$(findmnt -t cgroup2 -n -o TARGET | head -1)/$(basename "$BPFFS")-keepalive" 2>/dev/null
 	if [ "$FAIL" -gt 0 ]; then
 		echo "# agent log (tail):"; tail -5 "$T/agent.log" 2>/dev/null | sed 's/^/#   /'
 		[ -f "$T/vg.log" ] && cp "$T/vg.log" /tmp/boxkite-valgrind.log && echo "# valgrind log kept in /tmp/boxkite-valgrind.log"

@@ -158,3 +158,30 @@ run_probes eg-cust
 for p in $CUST_REFUSED; do
 	check "BPF off: custom probe $p now gets through" test "$(result eg-cust "$p")" = ok
 done
+
+# --- who a denial names (issue 20) --------------------------------------------------------
+# The socket hooks run in the process that asks and name it; cgroup_skb/egress
+# may not ask the kernel who sends (6.1 and 6.12 refuse the helpers there), so
+# its events name the exec (its first process), and say so.
+bk_stop_agent; bk_start_agent "$CONFIG"
+bk_exec eg-cust --timeout 60 -- python3 -c "$(cat "$HERE/probe.py")" md-tcp80,tcp,169.254.169.254,80 md-icmp,icmp,169.254.169.254,0
+j .stdout > "$T/probe-names.txt"
+check "names: ICMP to the metadata address refused ($(awk '$1 == "md-icmp" { print $2 }' "$T/probe-names.txt"))" \
+	test "$(awk '$1 == "md-icmp" { print $2 }' "$T/probe-names.txt")" != ok
+check "names: a connect denial names its hook and its process" \
+	test "$(j '[.denied[] | select(.dst == "169.254.169.254" and .port == 80)][0] | "\(.hook) \(.attributed_to) \(.comm) \(.pid > 0)"')" = "connect4 process python3 true"
+check "names: an ICMP denial of cgroup_skb/egress names the exec" \
+	test "$(j '[.denied[] | select(.dst == "169.254.169.254" and .proto == "icmp")][0] | "\(.hook) \(.attributed_to) \(.reason) \(.pid > 0) \(.comm != "")"')" = "egress exec metadata true true"
+# A kernel without the task helpers in the socket hooks (masked here): the
+# same decisions, events that name the exec
+bk_stop_agent
+bk_start_agent "$(jq -c '. + {"testing":{"allow_unsafe":true,"mask_features":["bpf_task_info"]}}' <<< "$CONFIG")"
+check "without bpf_task_info: status says so" test "$(ctl status | jq .features.bpf_task_info)" = false
+bk_exec eg-cust --timeout 60 -- python3 -c "$(cat "$HERE/probe.py")" md-tcp80,tcp,169.254.169.254,80 pod-tcp8080,tcp,10.244.1.5,8080
+j .stdout > "$T/probe-names.txt"
+check "without bpf_task_info: the metadata connect is still refused at once" \
+	test "$(awk '$1 == "md-tcp80" { print $2 }' "$T/probe-names.txt")" = EPERM
+check "without bpf_task_info: the allowed connect still connects" \
+	test "$(awk '$1 == "pod-tcp8080" { print $2 }' "$T/probe-names.txt")" = ok
+check "without bpf_task_info: the connect denial names the exec" \
+	test "$(j '[.denied[] | select(.dst == "169.254.169.254" and .port == 80)][0] | "\(.hook) \(.attributed_to) \(.reason) \(.pid > 0)"')" = "connect4 exec metadata true"

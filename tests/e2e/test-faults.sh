@@ -18,7 +18,7 @@ printf 'X-Sidecar-Auth-Token: %s\n' "$(cat "$(sb "$SB" token_file)")" > "$T/hdr"
 CNS=/run/netns/$(sb "$SB" client_netns)
 URL=$(sb "$SB" url)
 PIN=$(sb "$SB" pin)
-PODCG=/sys/fs/cgroup/unified/kubepods/besteffort/pod$(sb "$SB" pod_uid)
+PODCG=$CG2/kubepods/besteffort/pod$(sb "$SB" pod_uid)
 # req ROUTE [BODY] [curl options]: answer in $T/last.json, "code seconds" in $T/code
 req() {
 	local r=$1 b=${2:-}; shift 2 2>/dev/null || shift $#

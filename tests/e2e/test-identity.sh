@@ -105,3 +105,55 @@ check "oversized message -> 400 bad_frame" test "$(frame_test oversized)" = "400
 check "agent still alive after bad frames" kill -0 "$AGENT_PID"
 out=$(call_as ida shim_container_id ping)
 check "agent still answers" test "$(echo "$out" | jq -r .status)" = 200
+
+# --- which path identified the caller; the SO_PEERCRED fallback on this kernel ---------------
+# (issue 20: kernels before 6.5 have no SO_PEERPIDFD; testing.mask_features
+# makes this kernel take the fallback: SO_PEERCRED + pidfd_open, re-checked
+# by who holds the peer socket)
+ctl status > "$T/status.json"
+IDPATH=$(jq -r .features.identity "$T/status.json")
+check "status names the identification path ($IDPATH)" sh -c "[ '$IDPATH' = so_peerpidfd ] || [ '$IDPATH' = so_peercred ]"
+check "  ... the kernel's own SO_PEERPIDFD where it has one" \
+	test "$IDPATH" = "$(jq -r 'if .features.so_peerpidfd then "so_peerpidfd" else "so_peercred" end' "$T/status.json")"
+check "  ... and the log says that path identified the shim" \
+	grep -q "\"caller_identified\".*\"pod\":\"ida\".*\"via\":\"$IDPATH\"" "$T/agent.log"
+
+bk_stop_agent
+FB_START=$(wc -l < "$T/agent.log")
+fblog() { tail -n +"$((FB_START + 1))" "$T/agent.log"; }
+bk_start_agent '{"testing":{"allow_unsafe":true,"mask_features":["so_peerpidfd"]}}' ||
+	not_ok "agent starts with SO_PEERPIDFD masked"
+ctl status > "$T/status.json"
+check "fallback: status says SO_PEERCRED identifies callers" \
+	test "$(jq -r '.features.identity + " " + (.features.so_peerpidfd | tostring)' "$T/status.json")" = "so_peercred false"
+check "fallback: the agent logged the missing feature and its effect" \
+	sh -c "tail -n +$((FB_START + 1)) '$T/agent.log' | grep '\"kernel_feature_missing\"' | grep -q '\"feature\":\"so_peerpidfd\"'"
+out=$(call_as ida shim_container_id identity)
+check "fallback: shim container of ida identified as its pod" test "$(jq -r .body.pod_uid <<< "$out")" = "$UA"
+outb=$(call_as idb shim_container_id identity)
+check "fallback: shim container of idb identified as its pod" test "$(jq -r .body.pod_uid <<< "$outb")" = "$UB"
+check "fallback: the log says SO_PEERCRED identified both" \
+	sh -c "n=\$(tail -n +$((FB_START + 1)) '$T/agent.log' | grep '\"caller_identified\"' | grep '\"via\":\"so_peercred\"' | grep -cE '\"pod\":\"id(a|b)\"'); [ \"\$n\" -ge 2 ]"
+out=$(call_as ida sandbox_container_id identity)
+check "fallback: sandbox container refused (403)" test "$(jq -r .status <<< "$out")" = 403
+out=$("$CTL" call --socket "$T/agent.sock" identity)
+check "fallback: host process refused (403)" test "$(jq -r .status <<< "$out")" = 403
+check "fallback: host refusal names the reason" grep -q 'not a container of a Kubernetes pod' <<< "$out"
+out=$(call_as ida shim_container_id exec '{"command":"cat /workspace/mark"}')
+check "fallback: exec through ida's shim identity lands in ida's sandbox" test "$(jq -r .body.stdout <<< "$out")" = "from-a"
+# the running shim, over HTTPS from the client's side: its requests reach
+# the agent through the fallback and are answered for its own pod
+printf 'X-Sidecar-Auth-Token: %s\n' "$(cat "$(sb ida token_file)")" > "$T/hdr"
+iso=$(nsenter --net="/run/netns/$(sb ida client_netns)" curl -sk --max-time 10 --pinnedpubkey "$(sb ida pin)" \
+	-H @"$T/hdr" "$(sb ida url)/isolation")
+check "fallback: the live shim's request is answered for its own pod" test "$(jq -r .pod <<< "$iso" 2>/dev/null)" = ida
+check "fallback: every caller since the restart, the live shim's too, was identified by SO_PEERCRED" \
+	sh -c "tail -n +$((FB_START + 1)) '$T/agent.log' | grep '\"caller_identified\"' | grep -q '\"via\":\"so_peercred\"' &&
+	       ! tail -n +$((FB_START + 1)) '$T/agent.log' | grep '\"caller_identified\"' | grep -qv '\"via\":\"so_peercred\"'"
+bk_stop_agent
+echo '{"testing":{"allow_unsafe":true,"mask_features":["no_such"]}}' > "$T/bad-mask.json"
+timeout 20 "$AGENT" --config "$T/bad-mask.json" --socket "$T/x.sock" --admin-socket "$T/xa.sock" --state-dir "$T/xs" \
+	--bpffs "$BPFFS-x" --metrics 127.0.0.1:0 > "$T/bad-mask.log" 2>&1
+rc=$?
+check "an unknown feature in testing.mask_features stops the start (exit $rc) with one line" \
+	sh -c "[ $rc = 1 ] && [ \$(wc -l < '$T/bad-mask.log') = 1 ] && grep -q 'no kernel feature is named \"no_such\"' '$T/bad-mask.log'"

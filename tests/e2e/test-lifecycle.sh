@@ -31,5 +31,5 @@ left=$(leftovers)
 if [ -z "$left" ]; then ok "nothing left behind (cgroups in every hierarchy, netns, runc, bpffs, state)"; else
 	not_ok "nothing left behind"; echo "$left" | sed 's/^/#   /' | head -20; fi
 bk_stop_agent
-check "agent removed its pins and keepalive cgroup on stop" sh -c "! test -e $BPFFS && ! test -e /sys/fs/cgroup/unified/$(basename "$BPFFS")-keepalive"
+check "agent removed its pins and keepalive cgroup on stop" sh -c "! test -e $BPFFS && ! test -e $CG2/$(basename "$BPFFS")-keepalive"
 check "no runc container of this test left" test -z "$(leftovers)"

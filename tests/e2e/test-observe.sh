@@ -31,13 +31,13 @@ CG=$(j '.live_execs[0].cgroup'); CGID=$(j '.live_execs[0].cgroup_id')
 
 # --- stock bpftool sees the same -----------------------------------------------------
 check "bpftool cgroup tree lists the exec cgroup with the bk_ programs" \
-	sh -c "bpftool cgroup tree /sys/fs/cgroup/unified | grep -A8 '$(basename "$CG")' | grep -q bk_connect4"
+	sh -c "bpftool cgroup tree $CG2 | grep -A8 '$(basename "$CG")' | grep -q bk_connect4"
 check "bpftool cgroup show: all six on the exec cgroup" test "$(bpftool cgroup show "$CG" | grep -c ' bk_')" = 6
 check "bpftool prog show names the programs" test "$(bpftool prog show | grep -cE 'name bk_(sock_create|connect4|connect6|sendmsg4|sendmsg6|egress)')" -ge 6
 check "bpftool map dump pinned bk_policy has the exec's cgroup id" \
 	sh -c "bpftool -j map dump pinned $BPFFS/bk_policy | jq -e '.[] | select(.key == (\"$CGID\" | tonumber))' >/dev/null || bpftool map dump pinned $BPFFS/bk_policy | grep -q ."
 live_ok=1
-for cg in $(find /sys/fs/cgroup/unified/kubepods -name 'boxkite-exec-*' -type d); do
+for cg in $(find $CG2/kubepods -name 'boxkite-exec-*' -type d); do
 	[ "$(bpftool cgroup show "$cg" | grep -c ' bk_')" = 6 ] || live_ok=0
 done
 check "every live exec cgroup carries the six programs" test "$live_ok" = 1
@@ -55,7 +55,7 @@ check "verify: says which layer stopped each" sh -c "! grep -q 'NOT STOPPED' $T/
 
 # a BPF link detached behind the agent's back, during the verify exec
 ctl verify ob1 --hold 3 --json > "$T/v2.json" & vp=$!
-for _ in $(seq 1 50); do cg=$(ls -d /sys/fs/cgroup/unified/kubepods/besteffort/pod"$(sb ob1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1); [ -n "$cg" ] && break; sleep 0.05; done
+for _ in $(seq 1 50); do cg=$(ls -d "$CG2"/kubepods/besteffort/pod"$(sb ob1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1); [ -n "$cg" ] && break; sleep 0.05; done
 cid=$(stat -c %i "$cg" 2>/dev/null)
 lid=$(bpftool -j link show | jq -r ".[] | select(.type == \"cgroup\" and .cgroup_id == $cid and .attach_type == \"cgroup_inet4_connect\") | .id" | head -1)
 [ -n "$lid" ] && bpftool link detach id "$lid"
@@ -66,7 +66,7 @@ check "  ... and names the bpf layer" test "$(jq -r '.layers.bpf.held' "$T/v2.js
 # an interface added to the exec's network namespace
 ctl verify ob1 --hold 3 --json > "$T/v3.json" & vp=$!
 pid=
-for _ in $(seq 1 60); do cg=$(ls -d /sys/fs/cgroup/unified/kubepods/besteffort/pod"$(sb ob1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1); [ "$(wc -l < "$cg/cgroup.procs" 2>/dev/null)" -ge 2 ] && pid=$(tail -1 "$cg/cgroup.procs") && break; sleep 0.05; done
+for _ in $(seq 1 60); do cg=$(ls -d "$CG2"/kubepods/besteffort/pod"$(sb ob1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1); [ "$(wc -l < "$cg/cgroup.procs" 2>/dev/null)" -ge 2 ] && pid=$(tail -1 "$cg/cgroup.procs") && break; sleep 0.05; done
 ip link add bkx$$ type veth peer name bky$$ && ip link set bkx$$ netns "$pid"
 wait $vp; rc=$?
 ip link del bky$$ 2>/dev/null
@@ -126,3 +126,16 @@ check "GET /isolation through the shim reports the pod, from the kernel" \
 met=$(nsenter --net="/run/netns/$(sb ob1 client_netns)" curl -sk --max-time 5 --pinnedpubkey "$(sb ob1 pin)" -H @"$T/hdr" "$(sb ob1 url)/metrics")
 check "GET /metrics through the shim: Prometheus text" grep -q '^boxkite_execs_total{outcome="completed"}' <<< "$met"
 check "  ... with this pod's denial series only" sh -c "echo '$met' | grep '^boxkite_denials_total' | grep -q 'pod=\"ob1\"' && ! echo '$met' | grep '^boxkite_denials_total' | grep -vq 'pod=\"ob1\"'"
+
+# --- the kernel and what it offers (issue 20) -----------------------------------------
+ctl status > "$T/status.json"
+check "status: kernel is this machine's release" test "$(jq -r .kernel "$T/status.json")" = "$(uname -r)"
+check "status: every required facility probed present, the optional ones listed" \
+	jq -e '.features | .bpf_cgroup_programs and .bpf_link_cgroup and .bpf_ringbuf and .clone3_into_cgroup
+	       and .pidfd_open and .openat2 and ([.bpf_task_info, .cgroup_kill, .so_peerpidfd, .unix_diag, .landlock,
+	       .seccomp_filter] | all(type == "boolean")) and (.landlock_abi | type == "number")
+	       and (.identity == "so_peerpidfd" or .identity == "so_peercred")' "$T/status.json"
+check "status: landlock_abi is what the kernel says (0 without Landlock)" \
+	test "$(jq '.features | if .landlock then .landlock_abi > 0 else .landlock_abi == 0 end' "$T/status.json")" = true
+check "status: the start logged the same set" \
+	grep -q "\"event\":\"kernel_features\",\"kernel\":\"$(uname -r)\"" "$T/agent.log"

@@ -27,7 +27,7 @@ ctl exec rc1 --timeout 60 -- python3 -c "$LOOP" > "$T/inflight.out" 2> "$T/infli
 inflight=$!
 cg=
 for _ in $(seq 1 100); do
-	cg=$(ls -d /sys/fs/cgroup/unified/kubepods/besteffort/pod"$(sb rc1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1)
+	cg=$(ls -d "$CG2"/kubepods/besteffort/pod"$(sb rc1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1)
 	[ -n "$cg" ] && grep -q . "$cg/cgroup.procs" 2>/dev/null && break; sleep 0.05
 done
 check "the long exec is running" test -n "$cg"
@@ -52,7 +52,7 @@ check "new agent killed the orphaned exec" sh -c "! test -d $cg"
 check "recovery logged" grep -q '"recovered_exec".*"action":"killed"' "$T/agent.log"
 check "no state record left" sh -c "! ls $T/state/execs/*.json 2>/dev/null | grep -q ."
 check "no exec link pins left" sh -c "! ls $BPFFS | grep -q exec-"
-left=$(find /sys/fs/cgroup/*/kubepods -path "*pod$(sb rc1 pod_uid)/boxkite-exec-*" 2>/dev/null)
+left=$(exec_cgroups_left "$(sb rc1 pod_uid)")
 check "no exec cgroup left in any hierarchy ${left:+($left)}" test -z "$left"
 bk_exec rc1 -- sh -c 'cat /workspace/REACHED 2>/dev/null | wc -c'
 check "the exec never reached the metadata server, before, during or after the kill" test "$(j .stdout)" = 0
