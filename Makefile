@@ -54,7 +54,7 @@ BINS := $(BUILD)/boxkite-agent $(BUILD)/boxkite-shim $(BUILD)/boxkitectl
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps check unit unit-bins e2e manifests demo bench load fuzz install clean
+.PHONY: all deps check check-kernels unit unit-bins e2e manifests demo bench load fuzz install clean
 
 all: $(BINS) $(TOOL_BINS)
 
@@ -122,6 +122,13 @@ unit-bins: $(UNIT_BINS)
 # The README's test command: dependencies, both builds, every test lane.
 check: deps
 	$(Q)tests/check.sh
+
+# Every kernel of the support matrix (6.1, 6.12, 7.x) in a VM with pure
+# cgroup v2 (tests/vm/run-lane.sh; `make check` runs the 6.1 lane only).
+# KERNELS="6.1 7" narrows it. Run it under the e2e lock.
+check-kernels: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)tests/vm/check-kernels.sh
 
 fuzz: deps
 	$(Q)FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) tests/fuzz/run.sh

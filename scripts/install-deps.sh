@@ -10,6 +10,9 @@ PKGS=(
   libmnl-dev libssl-dev libmicrohttpd-dev libcjson-dev libcmocka-dev
   libclang-rt-14-dev
   runc iproute2 curl jq openssl procps util-linux kmod python3 bc python3-prometheus-client valgrind
+  # the VM lanes (scripts/vm/, tests/vm/): QEMU under TCG, a static busybox
+  # for the initramfs, apt/dpkg tools to fetch and unpack Debian kernels
+  qemu-system-x86 busybox-static cpio xz-utils zstd debian-archive-keyring
 )
 
 missing=()

@@ -22,6 +22,9 @@ lane unit tests/run-unit.sh build/tests/test-*
 lane unit-asan tests/run-unit.sh build/san/tests/test-*
 lane e2e env BK_BIN="$PWD/build" tests/run-e2e.sh
 lane e2e-asan env BK_BIN="$PWD/build/san" tests/run-e2e.sh
+# the most common production kernel, pure cgroup v2, in a VM (the other
+# kernels: make check-kernels)
+[ -x tests/vm/run-lane.sh ] && lane vm-6.1 env BK_VM_SET=check tests/vm/run-lane.sh 6.1
 [ -x tests/shim/run.sh ] && lane shim env BK_BIN="$PWD/build" tests/shim/run.sh
 [ -x tests/shim/run.sh ] && lane shim-asan env BK_BIN="$PWD/build/san" tests/shim/run.sh
 [ -x tests/manifests/run.sh ] && lane manifests tests/manifests/run.sh
