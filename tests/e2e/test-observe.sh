@@ -12,7 +12,8 @@ check "metrics endpoint announced" test -n "$MPORT"
 check "self-test passed at start" grep -q '"event":"selftest".*passed' "$T/agent.log"
 
 # --- inspect / status while an exec runs -----------------------------------------
-ctl exec ob1 --timeout 30 -- sleep 4 > /dev/null &
+# (long enough on a slow machine for the checks below; ended by hanging up)
+"$CTL" --admin-socket "$T/admin.sock" exec ob1 --timeout $((30 * TIME_SCALE)) -- sleep $((4 * TIME_SCALE)) > /dev/null &
 ep=$!
 # (wait for the command itself: before it exists the exec is still being set up)
 for _ in $(seq 1 50); do ctl inspect ob1 > "$T/inspect.json" && [ "$(jq '[.live_execs[] | select(.processes >= 2)] | length' "$T/inspect.json")" -ge 1 ] && break; sleep 0.1; done
@@ -41,7 +42,8 @@ for cg in $(find $CG2/kubepods -name 'boxkite-exec-*' -type d); do
 	[ "$(bpftool cgroup show "$cg" | grep -c ' bk_')" = 6 ] || live_ok=0
 done
 check "every live exec cgroup carries the six programs" test "$live_ok" = 1
-wait $ep
+kill $ep 2>/dev/null; wait $ep
+for _ in $(seq 1 100); do [ -z "$(exec_cgroups_left "$(sb ob1 pod_uid)")" ] && break; sleep 0.05; done
 
 ctl status > "$T/status.json"
 check "status: node safe, sandbox listed with its layers" \

@@ -11,10 +11,11 @@ PODNS=$(sb rc1 pod_netns)
 fake_metadata "$PODNS"
 check "fake metadata server reachable from the pod network" nsenter --net="/run/netns/$PODNS" curl -s -o /dev/null --max-time 2 http://169.254.169.254/
 
-# the exec: tries the metadata server every 20 ms, records any success
+# the exec: tries the metadata server every 20 ms, records any success; it
+# must still run when the new agent starts (scaled for slow machines)
 LOOP='import socket, time
 reached = 0
-end = time.time() + 25
+end = time.time() + 25 * '$TIME_SCALE'
 while time.time() < end:
     s = socket.socket(); s.settimeout(0.5)
     try:
@@ -23,7 +24,7 @@ while time.time() < end:
     except OSError:
         pass
     s.close(); time.sleep(0.02)'
-ctl exec rc1 --timeout 60 -- python3 -c "$LOOP" > "$T/inflight.out" 2> "$T/inflight.err" &
+ctl exec rc1 --timeout $((60 * TIME_SCALE)) -- python3 -c "$LOOP" > "$T/inflight.out" 2> "$T/inflight.err" &
 inflight=$!
 cg=
 for _ in $(seq 1 100); do
