@@ -11,6 +11,7 @@
 #                       Prints "NAME RESULT" (ok or the errno name).
 #   send TAG KIND...    make one socket per KIND (tcp, udp, tcp6, udp6) and
 #                       send them all to the holder, then end.
+#   sendwait TAG KIND...  send, then stay (until the exec is killed).
 #   leave TAG KIND...   the same, from a process that leaves the exec's
 #                       process tree (fork, setsid, fork) and keeps beating
 #                       into /tmp/bk-stale-TAG.beat; the exec's own process
@@ -104,5 +105,10 @@ if role == "hold":
 elif role == "send":
     send(tag, make(rest))
     print("sent", len(rest))
+elif role == "sendwait":
+    socks = make(rest)
+    send(tag, socks)
+    print("sent", len(rest), flush=True)
+    time.sleep(600)
 elif role == "leave":
     leave(tag, rest)

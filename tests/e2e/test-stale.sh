@@ -8,6 +8,11 @@
 # the resolver, over IPv4 and IPv6) and in isolated mode (A's own network
 # namespace, which its sockets keep). The same for sockets a process left
 # behind by a timed-out exec hands over; that process is killed anyway.
+# A hole (the links of an ended exec removed by hand while its socket
+# lives) is told in the receipt of the exec that ran across it; and an
+# agent killed while the creating exec runs leaves the socket (held by a
+# process of the sandbox container, not an exec) filtered: the new agent
+# kills the exec and removes its entry from the maps the old programs read.
 # Every host is a test host in a namespace this test made.
 . "$(dirname "$0")/lib.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -56,11 +61,6 @@ refused() { # TAG NAME...: each use refused with EPERM
 	done
 }
 pins_of() { ls -d "$BPFFS/exec-$1" 2>/dev/null; }
-gone_within() { # SECONDS COMMAND...: true once the command fails
-	local n=$(($1 * 10)); shift
-	for _ in $(seq 1 "$n"); do "$@" || return 0; sleep 0.1; done
-	return 1
-}
 
 # --- pod-network profile (internet) --------------------------------------------------
 hold st-inet inet \
@@ -119,3 +119,40 @@ wait "$HOLDER"
 refused left lo-shim inet-tcp80 dns-udp
 check "leftover: reported as stale_socket denials" \
 	test "$(hj left '[.denied[] | select(.reason == "stale_socket")] | length >= 3')" = true
+
+# --- a hole is told: the ended exec's links removed by hand while B holds its socket --
+hold st-inet hole inet-tcp80,tcp,203.0.113.10,80
+bk_exec st-inet --timeout 30 -- python3 -c "$STALE" send hole tcp
+A_ID=$(j .exec_id)
+rm -f "$BPFFS/exec-$A_ID"/* # what an operator could do by mistake: the links go
+sleep 0.5
+go st-inet hole
+wait "$HOLDER"
+check "hole: with A's links gone its socket gets through ($(res hole inet-tcp80)): the test sees a hole" \
+	test "$(res hole inet-tcp80)" = ok
+check "hole: B's receipt does not claim bpf_held_to_end" test "$(hj hole .isolation.bpf_held_to_end)" = false
+check "hole: the agent logs it" grep -q '"event":"bpf_hole"' "$T/agent.log"
+bk_exec st-inet -- true
+check "hole: a later exec holds again" test "$(j .isolation.bpf_held_to_end)" = true
+
+# --- the agent killed while A runs; the socket held by a sandbox-container process ---
+SPID=$(runc --root /run/runc state "$(sb st-inet sandbox_container_id)" | jq -r .pid)
+in_cgroup_of "$(container_cg st-inet sandbox_container_id)" \
+	nsenter -t "$SPID" -m -u -i -n -p -S 1000 -G 1000 python3 -c "$STALE" hold rs \
+	inet-tcp80,tcp,203.0.113.10,80 lo-shim,tcp,127.0.0.1,8443 dns-udp,udp,10.96.0.10,53 > "$T/rs.out" 2>&1 &
+RSPID=$!
+ctl exec st-inet --timeout 60 -- python3 -c "$STALE" sendwait rs tcp tcp udp > /dev/null 2>&1 &
+for _ in $(seq 1 100); do grep -qs received "$T/rs.out" && break; sleep 0.1; done
+check "restart: a sandbox-container process holds A's 3 sockets while A runs" grep -qx 'received 3' "$T/rs.out"
+kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
+rm -f "$T/admin.sock" "$T/agent.sock"
+bk_start_agent || not_ok "restart: a new agent starts"
+check "restart: the new agent killed A" grep -q '"recovered_exec".*"action":"killed"' "$T/agent.log"
+check "restart: A's pins are kept while its sockets live" sh -c "ls $BPFFS | grep -q '^exec-'"
+go st-inet rs
+wait "$RSPID"
+rsres() { awk -v n="$1" '$1 == n { print $2 }' "$T/rs.out"; }
+for n in inet-tcp80 lo-shim dns-udp; do
+	check "restart: $n on A's socket refused after the restart (EPERM; got $(rsres $n))" test "$(rsres $n)" = EPERM
+done
+check "restart: A's pins are reaped once the holder let go" gone_within 5 exec_pins
