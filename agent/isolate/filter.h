@@ -3,7 +3,9 @@
  * pinned under the bpffs directory with bk_ names, a long-lived keepalive
  * cgroup that holds one attachment of each program type (so per-exec
  * attaches stay cheap), and per-exec links pinned under <bpffs>/exec-<id>/
- * so an exec stays filtered when the agent dies. */
+ * so an exec stays filtered when the agent dies — and its sockets after it
+ * ended: the pins stay until the kernel releases the exec's cgroup
+ * (bk_filter_retire, bk_filter_reap; the why is in filter.c). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
