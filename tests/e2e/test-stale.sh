@@ -46,7 +46,7 @@ ok "two sandboxes (internet with its test world, isolated)"
 # hold SANDBOX TAG SPEC...: start the holder (exec B) in the background
 hold() {
 	local sbx=$1 tag=$2; shift 2
-	ctl exec "$sbx" --json --timeout 60 -- python3 -c "$STALE" hold "$tag" "$@" > "$T/hold-$tag.json" 2> "$T/hold-$tag.err" &
+	ctl exec "$sbx" --json --timeout "$((60 * TIME_SCALE))" -- python3 -c "$STALE" hold "$tag" "$@" > "$T/hold-$tag.json" 2> "$T/hold-$tag.err" &
 	HOLDER=$!
 }
 # go SANDBOX TAG: the sender has ended; the holder may use its sockets
@@ -89,7 +89,7 @@ check "internet: ... and in the audit log" \
 	sh -c "grep '\"event\":\"denied\"' $T/agent.log | grep '\"pod\":\"st-inet\"' | grep -q '\"reason\":\"stale_socket\"'"
 check "internet: B's receipt: the BPF layer held to the end (no unfiltered socket existed)" \
 	test "$(hj inet .isolation.bpf_held_to_end)" = true
-check "internet: A's pins are reaped once the kernel released its sockets" gone_within 5 pins_of "$A_ID"
+check "internet: A's pins are reaped once the kernel released its sockets" gone_within $((5 * TIME_SCALE)) pins_of "$A_ID"
 
 # --- isolated: A's own network namespace lives on with its sockets ------------------
 hold st-iso iso lo-tcp,tcp,127.0.0.1,9 lo-udp,udp,127.0.0.1,9 inet-tcp80,tcp,203.0.113.10,80 \
@@ -105,12 +105,12 @@ check "isolated: reported as stale_socket denials" \
 
 # --- a process a timed-out exec left behind -----------------------------------------
 hold st-inet left lo-shim,tcp,127.0.0.1,8443 inet-tcp80,tcp,203.0.113.10,80 dns-udp,udp,10.96.0.10,53
-bk_exec st-inet --timeout 2 -- python3 -c "$STALE" leave left tcp tcp udp
+bk_exec st-inet --timeout "$((2 * TIME_SCALE))" -- python3 -c "$STALE" leave left tcp tcp udp
 check "leftover: exec A timed out" test "$(j .timed_out) $(j .exit_code)" = "true 124"
 A_CG=$(j .isolation.cgroup)
 check "leftover: A's cgroup is gone (nothing of it runs)" sh -c "! test -d '$A_CG'"
 bk_exec st-inet -- cat /tmp/bk-stale-left.beat; b1=$(j .stdout)
-sleep 1
+sleep "$TIME_SCALE"
 bk_exec st-inet -- cat /tmp/bk-stale-left.beat; b2=$(j .stdout)
 check "leftover: the process that left A's process tree was killed (beat $b1 -> $b2)" \
 	sh -c "test -n '$b1' && test '$b1' = '$b2'"
@@ -141,8 +141,8 @@ in_cgroup_of "$(container_cg st-inet sandbox_container_id)" \
 	nsenter -t "$SPID" -m -u -i -n -p -S 1000 -G 1000 python3 -c "$STALE" hold rs \
 	inet-tcp80,tcp,203.0.113.10,80 lo-shim,tcp,127.0.0.1,8443 dns-udp,udp,10.96.0.10,53 > "$T/rs.out" 2>&1 &
 RSPID=$!
-ctl exec st-inet --timeout 60 -- python3 -c "$STALE" sendwait rs tcp tcp udp > /dev/null 2>&1 &
-for _ in $(seq 1 100); do grep -qs received "$T/rs.out" && break; sleep 0.1; done
+ctl exec st-inet --timeout "$((60 * TIME_SCALE))" -- python3 -c "$STALE" sendwait rs tcp tcp udp > /dev/null 2>&1 &
+for _ in $(seq 1 $((100 * TIME_SCALE))); do grep -qs received "$T/rs.out" && break; sleep 0.1; done
 check "restart: a sandbox-container process holds A's 3 sockets while A runs" grep -qx 'received 3' "$T/rs.out"
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 rm -f "$T/admin.sock" "$T/agent.sock"
@@ -155,4 +155,4 @@ rsres() { awk -v n="$1" '$1 == n { print $2 }' "$T/rs.out"; }
 for n in inet-tcp80 lo-shim dns-udp; do
 	check "restart: $n on A's socket refused after the restart (EPERM; got $(rsres $n))" test "$(rsres $n)" = EPERM
 done
-check "restart: A's pins are reaped once the holder let go" gone_within 5 exec_pins
+check "restart: A's pins are reaped once the holder let go" gone_within $((5 * TIME_SCALE)) exec_pins
