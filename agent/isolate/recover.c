@@ -226,5 +226,9 @@ int bk_recover(struct bk_engine *e)
 {
 	int n = recover_state_files(e);
 	recover_pins(e);
+	/* what the kernel released already goes now; a hole among the adopted
+	 * (pins gone before release) is counted before any exec runs */
+	if (e->filter)
+		bk_filter_reap(e->filter);
 	return n;
 }
