@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* boxkite egress filters, attached to every exec cgroup as links.
  *
- * Policy is looked up by the cgroup id; a cgroup without an entry is denied
- * (fail closed). The decision, in order:
+ * Policy is looked up by the id of the exec cgroup that created the socket
+ * (bk_sk_owner, written at sock_create: a socket is judged by its creator's
+ * policy whoever holds it later); a cgroup without an entry is denied (fail
+ * closed), and a socket whose creating exec has ended (its entry removed by
+ * the agent) is denied as stale_socket. Its programs keep running for it
+ * after the exec ends because the agent leaves the exec's links attached
+ * until the kernel releases the cgroup (see filter.c, bk_filter_retire).
+ * The decision, in order:
  *   loopback (allowed only with the exec's own netns) -> the pod's own
  *   addresses (denied) -> port 53 (only to the pod's resolvers, only if the
  *   profile allows DNS) -> the deny set (metadata, link-local, private,
@@ -23,7 +29,10 @@
  * since 5.7); cgroup_skb/egress runs wherever the packet is sent from and
  * may not ask (6.1 and 6.12 refuse bpf_get_current_pid_tgid and
  * bpf_get_current_comm there), so its events carry pid 0 and no comm and
- * the agent names the exec instead. */
+ * the agent names the exec instead. The creator's mark lives in socket
+ * local storage: bpf_sk_storage_get is offered to cgroup/sock_create
+ * (sock_filter_func_proto, taking the ctx), to the sock_addr hooks and to
+ * cgroup_skb (with bpf_sk_fullsock) on 5.15 and 6.1 alike. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -55,6 +64,16 @@ struct {
 	__type(key, __u64);
 	__type(value, struct bk_policy);
 } bk_policy SEC(".maps");
+
+/* The exec cgroup that created each socket. BPF_F_CLONE: a socket accepted
+ * from a marked listener carries the listener's mark. Freed with the
+ * socket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC | BPF_F_CLONE);
+	__type(key, int);
+	__type(value, struct bk_sk_owner);
+} bk_sk_owner SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -283,6 +302,9 @@ static __always_inline __u32 decide6(const struct bk_policy *p, __u64 cgid, cons
 	return p->profile ? BK_R_NOT_ALLOWED : BK_R_DENY_ALL;
 }
 
+/* A new socket is marked with the exec cgroup that creates it (the cgroup
+ * the kernel gives it: the current task's). Unmarkable (no memory for the
+ * storage): refused, so no socket of an exec escapes its creator's policy. */
 SEC("cgroup/sock_create")
 int bk_sock_create(struct bpf_sock *sk)
 {
@@ -295,29 +317,58 @@ int bk_sock_create(struct bpf_sock *sk)
 		r = BK_R_RAW_SOCKET;
 	else if ((sk->protocol == IPPROTO_ICMP || sk->protocol == IPPROTO_ICMPV6) && !(p->flags & BK_POL_ALLOW_ICMP))
 		r = BK_R_ICMP;
-	if (r == BK_R_NONE)
-		return BK_VERDICT_PASS;
+	if (r == BK_R_NONE) {
+		struct bk_sk_owner *o = bpf_sk_storage_get(&bk_sk_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (o) {
+			o->cgroup_id = cgid;
+			return BK_VERDICT_PASS;
+		}
+		r = BK_R_UNMARKED;
+	}
 	emit(cgid, r, BK_H_SOCK_CREATE, sk->family, sk->protocol, 0, 0, 0, 1);
 	return BK_VERDICT_REJECT;
 }
 
+/* Whose policy decides for this socket: its creator's (the mark), else —
+ * a socket these programs never saw created (none of an exec's: links are
+ * attached before its first process starts) — the caller's. *marked says
+ * which: a marked socket without a policy entry is a stale one. */
+static __always_inline __u64 sock_owner(struct bpf_sock_addr *ctx, __u64 cur, int *marked)
+{
+	struct bk_sk_owner *o = bpf_sk_storage_get(&bk_sk_owner, ctx->sk, 0, 0);
+	*marked = o != 0;
+	return o ? o->cgroup_id : cur;
+}
+
+static __always_inline __u32 no_policy(int marked)
+{
+	return marked ? BK_R_STALE_SOCKET : BK_R_NO_POLICY;
+}
+
+/* Socket hooks: decided with the owner's policy; the event, its rate and
+ * count go to the caller's cgroup (the exec that tried, whose receipt
+ * reports it). */
 static __always_inline int sock_addr4(struct bpf_sock_addr *ctx, __u8 hook)
 {
-	__u64 cgid = bpf_get_current_cgroup_id();
+	__u64 cur = bpf_get_current_cgroup_id();
+	int marked;
+	__u64 cgid = sock_owner(ctx, cur, &marked);
 	struct bk_policy *p = bpf_map_lookup_elem(&bk_policy, &cgid);
 	__u32 dst = ctx->user_ip4;
 	__u16 port = bpf_ntohs(ctx->user_port);
 	__u8 proto = ctx->protocol;
-	__u32 r = decide4(p, cgid, dst, proto, port);
+	__u32 r = p ? decide4(p, cgid, dst, proto, port) : no_policy(marked);
 	if (r == BK_R_NONE)
 		return BK_VERDICT_PASS;
-	emit(cgid, r, hook, AF_INET_, proto, port, (const __u8 *)&dst, 4, 1);
+	emit(cur, r, hook, AF_INET_, proto, port, (const __u8 *)&dst, 4, 1);
 	return BK_VERDICT_REJECT;
 }
 
 static __always_inline int sock_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 {
-	__u64 cgid = bpf_get_current_cgroup_id();
+	__u64 cur = bpf_get_current_cgroup_id();
+	int marked;
+	__u64 cgid = sock_owner(ctx, cur, &marked);
 	struct bk_policy *p = bpf_map_lookup_elem(&bk_policy, &cgid);
 	__u32 dst[4];
 	dst[0] = ctx->user_ip6[0];
@@ -326,10 +377,10 @@ static __always_inline int sock_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 	dst[3] = ctx->user_ip6[3];
 	__u16 port = bpf_ntohs(ctx->user_port);
 	__u8 proto = ctx->protocol;
-	__u32 r = decide6(p, cgid, dst, proto, port);
+	__u32 r = p ? decide6(p, cgid, dst, proto, port) : no_policy(marked);
 	if (r == BK_R_NONE)
 		return BK_VERDICT_PASS;
-	emit(cgid, r, hook, AF_INET6_, proto, port, (const __u8 *)dst, 16, 1);
+	emit(cur, r, hook, AF_INET6_, proto, port, (const __u8 *)dst, 16, 1);
 	return BK_VERDICT_REJECT;
 }
 
@@ -357,8 +408,22 @@ static __always_inline __u16 l4_dport(struct __sk_buff *skb, __u32 off, __u8 pro
 	return port;
 }
 
+/* Whether the packet's socket carries an exec's mark (a stale socket when
+ * its cgroup's policy entry is gone). */
+static __always_inline int skb_marked(struct __sk_buff *skb)
+{
+	struct bpf_sock *sk = skb->sk;
+	if (!sk)
+		return 0;
+	sk = bpf_sk_fullsock(sk);
+	if (!sk)
+		return 0;
+	return bpf_sk_storage_get(&bk_sk_owner, sk, 0, 0) != 0;
+}
+
 /* Helpers here: map lookup/update, ktime, ring buffer, skb_load_bytes,
- * skb_cgroup_id: what cg_skb_func_proto offers on 5.15 and 6.1. */
+ * skb_cgroup_id, sk_fullsock, sk_storage_get: what cg_skb_func_proto offers
+ * on 5.15 and 6.1. The socket's cgroup (skb_cgroup_id) is its creator's. */
 SEC("cgroup_skb/egress")
 int bk_egress(struct __sk_buff *skb)
 {
@@ -373,6 +438,8 @@ int bk_egress(struct __sk_buff *skb)
 		r = decide4(p, cgid, ip.daddr, ip.protocol, port);
 		if (r == BK_R_NONE)
 			return BK_VERDICT_PASS;
+		if (r == BK_R_NO_POLICY && skb_marked(skb))
+			r = BK_R_STALE_SOCKET;
 		__u32 d = ip.daddr;
 		emit(cgid, r, BK_H_EGRESS, AF_INET_, ip.protocol, port, (const __u8 *)&d, 4, 0);
 		return BK_VERDICT_REJECT;
@@ -387,6 +454,8 @@ int bk_egress(struct __sk_buff *skb)
 		r = decide6(p, cgid, d, ip6.nexthdr, port);
 		if (r == BK_R_NONE)
 			return BK_VERDICT_PASS;
+		if (r == BK_R_NO_POLICY && skb_marked(skb))
+			r = BK_R_STALE_SOCKET;
 		emit(cgid, r, BK_H_EGRESS, AF_INET6_, ip6.nexthdr, port, (const __u8 *)d, 16, 0);
 		return BK_VERDICT_REJECT;
 	}

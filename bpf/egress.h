@@ -99,6 +99,16 @@ enum bk_reason {
 	BK_R_DNS = 12,        /* port 53 anywhere but the pod's resolvers */
 	BK_R_NOT_ALLOWED = 13,
 	BK_R_SPECIAL = 14,    /* multicast, broadcast, reserved */
+	BK_R_STALE_SOCKET = 15, /* a socket of an exec that has ended (its policy entry is gone) */
+	BK_R_UNMARKED = 16,   /* a new socket could not be marked with its exec: refused */
+};
+
+/* bk_sk_owner (socket local storage): the exec cgroup that created the
+ * socket, written by bk_sock_create. A socket's decisions are its creator's,
+ * whoever holds it later (SCM_RIGHTS, pidfd_getfd, inheritance); once that
+ * exec's policy entry is gone every use is refused as stale_socket. */
+struct bk_sk_owner {
+	__u64 cgroup_id;
 };
 
 enum bk_hook {

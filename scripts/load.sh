@@ -146,6 +146,8 @@ verdict "agent network-namespace fds (own + pool)" "$b_netfd -> $a_netfd" "$a_ne
 verdict "agent threads" "$b_task -> $a_task" "$a_task <= $b_task" hard
 verdict "shim fds" "$b_shimfd -> $a_shimfd" "$a_shimfd <= $b_shimfd + 8" hard
 verdict "exec cgroups left (every hierarchy)" "$(exec_cgroups)" "$(exec_cgroups) == 0" hard
+# (pins of ended execs go once the kernel released their cgroups: ~0.3 s)
+for _ in $(seq 1 30); do [ "$(find "$BPFFS" -mindepth 1 -maxdepth 1 -name 'exec-*' | wc -l)" = 0 ] && break; sleep 0.1; done
 npins=$(find "$BPFFS" -mindepth 1 -maxdepth 1 -name 'exec-*' | wc -l)
 verdict "exec link pins left" "$npins" "$npins == 0" hard
 verdict "exec state records left" "$(ls "$D/state/execs" 2>/dev/null | wc -l)" "$(ls "$D/state/execs" 2>/dev/null | wc -l) == 0" hard

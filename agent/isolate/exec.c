@@ -276,8 +276,14 @@ static void run_command(struct exec_ctx *x)
 			st.status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
 	}
 	res->exit_code = res->timed_out ? 124 : st.status;
-	/* did the BPF layer hold until the end? (read back again) */
-	res->bpf_held = !x->e->filter || bk_filter_attached(x->e->filter, x->cg.v2_fd) == BK_NPROGS;
+	/* did the BPF layer hold until the end? (read back again): every
+	 * program still on the exec cgroup, and no socket of an ended exec
+	 * lost its programs meanwhile (a hole, bk_filter_reap: such a socket
+	 * could have been used from here unfiltered) */
+	if (x->e->filter)
+		bk_filter_reap(x->e->filter);
+	res->bpf_held = !x->e->filter || (bk_filter_attached(x->e->filter, x->cg.v2_fd) == BK_NPROGS &&
+					  bk_filter_holes(x->e->filter) == x->holes0);
 	res->landlock = x->landlock_fd >= 0;
 	if (!res->out)
 		res->out = strdup("");
@@ -310,9 +316,14 @@ static void teardown(struct exec_ctx *x)
 	}
 	if (!res->policy[0])
 		snprintf(res->policy, sizeof(res->policy), "%s", x->req->profile->name);
+	/* not detached: its sockets (handed to another exec, held by a process
+	 * that outlived the kill) keep its programs, which now refuse them as
+	 * stale; the pins go when the kernel releases the cgroup (filter.c) */
 	if (e->filter)
-		bk_filter_detach(e->filter, &x->att);
+		bk_filter_retire(e->filter, &x->att);
 	int dr = bk_exec_cg_destroy(&x->cg);
+	if (e->filter)
+		bk_filter_reap(e->filter);
 	if (dr < 0)
 		log_errorf("exec_cleanup", "exec %s: cannot remove its cgroups (left for the next agent start): %s",
 			   res->exec_id, strerror(-dr));

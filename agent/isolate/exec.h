@@ -119,7 +119,8 @@ struct bk_exec_result {
 	uint64_t pids_max, memory_max;
 	int n_progs;
 	struct bk_prog_desc progs[BK_NPROGS];
-	bool bpf_held;                /* all programs still attached when the command ended */
+	bool bpf_held;                /* all programs still attached when the command ended, and
+				       * no ended exec's links went meanwhile (bk_filter_holes) */
 	bool requester_gone;          /* killed because the requester hung up */
 	bool landlock;                /* the execute allowlist was applied */
 	uint32_t uid, gid;

@@ -3,6 +3,7 @@
 #include "agent/isolate/netns.h"
 #include "agent/isolate/step.h"
 #include "lib/err.h"
+#include "lib/log.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -20,8 +21,19 @@
 
 #include "boxkite.skel.h"
 
+/* An ended exec whose links stay pinned until the kernel releases its
+ * cgroup (see bk_filter_retire). */
+struct bk_zombie {
+	char pin_dir[512];
+	bool broken; /* a hole was counted for it */
+};
+
 struct bk_filter {
 	struct boxkite *skel;
+	pthread_mutex_t zlock;
+	struct bk_zombie *zombies;
+	int nz, zcap;
+	uint64_t holes;
 	char bpffs[256];
 	char keepalive[512];
 	struct bpf_link *keep_links[BK_NPROGS];
@@ -61,6 +73,8 @@ const char *bk_reason_name(uint32_t reason)
 	case BK_R_DNS: return "dns";
 	case BK_R_NOT_ALLOWED: return "not_allowed";
 	case BK_R_SPECIAL: return "special";
+	case BK_R_STALE_SOCKET: return "stale_socket";
+	case BK_R_UNMARKED: return "unmarked";
 	default: return "unknown";
 	}
 }
@@ -165,7 +179,7 @@ static void unpin_all(const char *bpffs)
 	static const char *const names[] = { "bk_sock_create", "bk_connect4", "bk_connect6", "bk_sendmsg4",
 					     "bk_sendmsg6",    "bk_egress",   "bk_policy",   "bk_events",
 					     "bk_stats",       "bk_allow4",   "bk_allow6",   "bk_deny4",
-					     "bk_deny6",       "bk_local",    "bk_rate" };
+					     "bk_deny6",       "bk_local",    "bk_rate",     "bk_sk_owner" };
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		snprintf(p, sizeof(p), "%s/%s", bpffs, names[i]);
 		unlink(p);
@@ -226,6 +240,7 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, bool task_info, 
 	struct bk_filter *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
+	pthread_mutex_init(&f->zlock, NULL);
 	snprintf(f->bpffs, sizeof(f->bpffs), "%s", bpffs);
 	snprintf(f->keepalive, sizeof(f->keepalive), "%s", keepalive_cg);
 	int r;
@@ -292,7 +307,8 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, bool task_info, 
 	}
 	struct bpf_map *maps[] = { f->skel->maps.bk_policy, f->skel->maps.bk_events, f->skel->maps.bk_stats,
 				   f->skel->maps.bk_allow4, f->skel->maps.bk_allow6, f->skel->maps.bk_deny4,
-				   f->skel->maps.bk_deny6,  f->skel->maps.bk_local,  f->skel->maps.bk_rate };
+				   f->skel->maps.bk_deny6,  f->skel->maps.bk_local,  f->skel->maps.bk_rate,
+				   f->skel->maps.bk_sk_owner };
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
 		snprintf(p, sizeof(p), "%s/%s", bpffs, bpf_map__name(maps[i]));
 		r = bpf_map__pin(maps[i], p);
@@ -348,6 +364,8 @@ void bk_filter_close(struct bk_filter *f)
 	unpin_all(f->bpffs);
 	rmdir(f->bpffs); /* fails, rightly, while exec link pins remain */
 	boxkite__destroy(f->skel);
+	free(f->zombies);
+	pthread_mutex_destroy(&f->zlock);
 	free(f);
 }
 
@@ -428,6 +446,7 @@ int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *
 		att->link_fd[i] = -1;
 	att->cgid = cgid;
 	att->pin_dir[0] = '\0';
+	att->n_pinned = 0;
 	int r;
 	/* a previous cgroup with this id (ids are not reused, but be exact) */
 	bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_rate), &cgid);
@@ -469,6 +488,7 @@ int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *
 			r = -errno;
 			return bk_fail_buf(err, errlen, r, "cannot pin the link %s: %s", p, strerror(-r));
 		}
+		att->n_pinned++;
 	}
 	return 0;
 }
@@ -479,6 +499,18 @@ uint64_t bk_filter_denied(struct bk_filter *f, uint64_t cgid)
 	if (bpf_map_lookup_elem(bpf_map__fd(f->skel->maps.bk_rate), &cgid, &r))
 		return 0;
 	return r.total;
+}
+
+/* The exec's entries in the maps: its policy, its rate, its addresses. */
+static void policy_forget(struct bk_filter *f, struct bk_filter_att *att)
+{
+	bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_policy), &att->cgid);
+	bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_rate), &att->cgid);
+	for (int i = 0; i < att->n_locals; i++) {
+		struct bk_local_key k = { .cgroup_id = att->cgid };
+		memcpy(k.addr, att->locals[i].addr, 16);
+		bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_local), &k);
+	}
 }
 
 void bk_filter_detach(struct bk_filter *f, struct bk_filter_att *att)
@@ -496,16 +528,146 @@ void bk_filter_detach(struct bk_filter *f, struct bk_filter_att *att)
 	if (att->pin_dir[0])
 		rmdir(att->pin_dir);
 	att->pin_dir[0] = '\0';
-	if (att->attached) {
-		bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_policy), &att->cgid);
-		bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_rate), &att->cgid);
-		for (int i = 0; i < att->n_locals; i++) {
-			struct bk_local_key k = { .cgroup_id = att->cgid };
-			memcpy(k.addr, att->locals[i].addr, 16);
-			bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_local), &k);
-		}
-	}
+	if (att->attached)
+		policy_forget(f, att);
 	att->attached = false;
+}
+
+/* ---- ended execs: links kept until the kernel releases the cgroup ----------
+ *
+ * A socket keeps the cgroup it was created in, and with it that cgroup's
+ * BPF state: cgroup_sk_alloc/cgroup_sk_clone take a cgroup_bpf_get on it,
+ * and the programs attached there keep running for the socket after the
+ * exec ended and its cgroup was removed (rmdir only kills the refcount;
+ * cgroup_bpf_release runs when the last socket is freed, and then detaches
+ * every link itself, leaving it defunct: bpf_link_info.cgroup.cgroup_id 0).
+ * Detaching the links by hand at the end of an exec would leave every
+ * socket the exec handed out (SCM_RIGHTS, pidfd_getfd) unfiltered. So an
+ * ended exec is retired instead: its policy entry goes (its sockets are
+ * then refused as stale_socket by its own programs, bk_sk_owner), its link
+ * pins stay, and the reaper unpins them once the kernel has released the
+ * cgroup. A zombie whose pins vanish while others are still attached (not
+ * reaped by us: an operator, a bug) counts as a hole, and no exec running
+ * across it claims bpf_held_to_end. */
+
+static int zombie_add(struct bk_filter *f, const char *pin_dir, bool partial)
+{
+	pthread_mutex_lock(&f->zlock);
+	if (f->nz == f->zcap) {
+		int nc = f->zcap ? f->zcap * 2 : 16;
+		struct bk_zombie *nz = realloc(f->zombies, (size_t)nc * sizeof(*nz));
+		if (!nz) {
+			pthread_mutex_unlock(&f->zlock);
+			return -ENOMEM;
+		}
+		f->zombies = nz;
+		f->zcap = nc;
+	}
+	struct bk_zombie *z = &f->zombies[f->nz++];
+	snprintf(z->pin_dir, sizeof(z->pin_dir), "%s", pin_dir);
+	z->broken = partial;
+	pthread_mutex_unlock(&f->zlock);
+	return 0;
+}
+
+void bk_filter_retire(struct bk_filter *f, struct bk_filter_att *att)
+{
+	if (att->attached)
+		policy_forget(f, att);
+	att->attached = false;
+	for (int i = 0; i < BK_NPROGS; i++) {
+		if (att->link_fd[i] >= 0)
+			close(att->link_fd[i]); /* the pin holds the link */
+		att->link_fd[i] = -1;
+	}
+	if (!att->pin_dir[0])
+		return;
+	/* An attach that failed half way pinned fewer links: nothing of the
+	 * exec ran, so its missing pins are no hole. Without memory to
+	 * remember it the pins stay and the next agent's recovery adopts
+	 * them. */
+	(void)zombie_add(f, att->pin_dir, att->n_pinned < BK_NPROGS);
+	att->pin_dir[0] = '\0';
+}
+
+int bk_filter_adopt(struct bk_filter *f, const char *pin_dir)
+{
+	return zombie_add(f, pin_dir, false);
+}
+
+/* What is left of a zombie's links: how many are still attached to their
+ * cgroup, how many the kernel detached (cgroup released), how many pins
+ * are gone. */
+static void zombie_links(const char *dir, int *attached, int *defunct, int *missing)
+{
+	static const char *const names[] = { "bk_sock_create", "bk_connect4", "bk_connect6",
+					     "bk_sendmsg4",    "bk_sendmsg6", "bk_egress" };
+	*attached = *defunct = *missing = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		char p[700];
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		int fd = bpf_obj_get(p);
+		if (fd < 0) {
+			(*missing)++;
+			continue;
+		}
+		struct bpf_link_info info = { 0 };
+		__u32 il = sizeof(info);
+		if (bpf_obj_get_info_by_fd(fd, &info, &il) == 0 && info.type == BPF_LINK_TYPE_CGROUP &&
+		    info.cgroup.cgroup_id == 0)
+			(*defunct)++;
+		else
+			(*attached)++;
+		close(fd);
+	}
+}
+
+static void zombie_remove(const char *dir)
+{
+	static const char *const names[] = { "bk_sock_create", "bk_connect4", "bk_connect6",
+					     "bk_sendmsg4",    "bk_sendmsg6", "bk_egress" };
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		char p[700];
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
+int bk_filter_reap(struct bk_filter *f)
+{
+	pthread_mutex_lock(&f->zlock);
+	for (int i = 0; i < f->nz;) {
+		struct bk_zombie *z = &f->zombies[i];
+		int att, dead, missing;
+		zombie_links(z->pin_dir, &att, &dead, &missing);
+		if (missing && !z->broken) {
+			/* a link went before the kernel released the cgroup, or
+			 * we cannot tell that it did not: a hole */
+			z->broken = true;
+			f->holes++;
+			log_errorf("bpf_hole", "the links of ended exec %s went before the kernel released its cgroup "
+				   "(%d of %d pins missing): its sockets may have been unfiltered",
+				   z->pin_dir, missing, BK_NPROGS);
+		}
+		if (att == 0) {
+			zombie_remove(z->pin_dir);
+			f->zombies[i] = f->zombies[--f->nz];
+			continue;
+		}
+		i++;
+	}
+	int n = f->nz;
+	pthread_mutex_unlock(&f->zlock);
+	return n;
+}
+
+uint64_t bk_filter_holes(struct bk_filter *f)
+{
+	pthread_mutex_lock(&f->zlock);
+	uint64_t h = f->holes;
+	pthread_mutex_unlock(&f->zlock);
+	return h;
 }
 
 int bk_filter_events_poll(struct bk_filter *f, int timeout_ms, bk_event_fn fn, void *ud)
@@ -657,6 +819,7 @@ int bk_step_bpf(struct exec_ctx *x)
 	if (prof->dns && (r = pod_resolvers(x->pod, &x->att)) < 0)
 		return bk_fail(&x->err, r, NULL, "cannot read the pod's resolvers: %s", strerror(-r));
 	policy_receipt(x->cfg, prof, &x->att, res);
+	x->holes0 = bk_filter_holes(f);
 	char ferr[BK_ERRMSG_MAX] = "";
 	r = bk_filter_attach(f, x->cg.v2_fd, x->cg.id, res->exec_id, pol, &x->att, ferr, sizeof(ferr));
 	if (r < 0)
@@ -760,11 +923,16 @@ static void on_event(const struct bk_event *ev, void *ud)
 	pthread_mutex_unlock(&e->lock);
 }
 
+/* Also the reaper of retired execs: their pins go soon after the kernel
+ * released their cgroups (every ~0.3 s; nothing to do costs a lock). */
 static void *events_main(void *arg)
 {
 	struct bk_engine *e = arg;
-	while (!e->stop)
+	for (unsigned n = 0; !e->stop; n++) {
 		bk_filter_events_poll(e->filter, 100, on_event, e);
+		if (n % 3 == 2)
+			bk_filter_reap(e->filter);
+	}
 	return NULL;
 }
 

@@ -3,7 +3,9 @@
  * pinned under the bpffs directory with bk_ names, a long-lived keepalive
  * cgroup that holds one attachment of each program type (so per-exec
  * attaches stay cheap), and per-exec links pinned under <bpffs>/exec-<id>/
- * so an exec stays filtered when the agent dies. */
+ * so an exec stays filtered when the agent dies — and its sockets after it
+ * ended: the pins stay until the kernel releases the exec's cgroup
+ * (bk_filter_retire, bk_filter_reap; the why is in filter.c). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,6 +38,7 @@ struct bk_filter_att {
 	int n_locals;
 	struct bk_local_addr locals[BK_MAX_LOCALS];
 	int link_fd[BK_NPROGS];
+	int n_pinned;
 	char pin_dir[512];
 	bool attached;
 };
@@ -74,7 +77,23 @@ int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *
 		     struct bk_filter_att *att, char *err, size_t errlen);
 /* Denials of one exec cgroup so far (also those not sent as events). */
 uint64_t bk_filter_denied(struct bk_filter *f, uint64_t cgid);
+/* Detach at once: links closed and unpinned, policy entry removed. Only for
+ * a cgroup none of whose sockets can outlive this call (the self-test's
+ * probe, whose process closed its sockets and was reaped). */
 void bk_filter_detach(struct bk_filter *f, struct bk_filter_att *att);
+/* The end of an exec: its policy entries go (its sockets are refused as
+ * stale_socket from now on), its link fds are closed, its link pins stay
+ * until the kernel releases the cgroup — the last socket created in it is
+ * freed — and the reaper removes them. */
+void bk_filter_retire(struct bk_filter *f, struct bk_filter_att *att);
+/* A pin directory of an ended exec a previous agent left (recovery). */
+int bk_filter_adopt(struct bk_filter *f, const char *pin_dir);
+/* Unpin the retired execs whose cgroup the kernel has released; count a
+ * hole for any whose links went before. Returns how many are still kept. */
+int bk_filter_reap(struct bk_filter *f);
+/* Holes so far: retired execs whose links went while their cgroup (and so
+ * possibly a socket of theirs) was alive. */
+uint64_t bk_filter_holes(struct bk_filter *f);
 const struct bk_prog_desc *bk_filter_progs(const struct bk_filter *f);
 /* The hook of program i (the order of bk_filter_progs). */
 enum bpf_attach_type bk_filter_attach_type(const struct bk_filter *f, int i);

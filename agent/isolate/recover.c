@@ -100,8 +100,65 @@ static int recover_state_files(struct bk_engine *e)
 	return n;
 }
 
-/* Link pins of execs whose record is missing: find the cgroup through the
- * link itself, kill what runs there, then unpin. */
+/* The exec's entry in the policy map the old program itself reads (the old
+ * agent's, kept alive by its programs): removed, its sockets are refused
+ * as stale from now on. */
+static void old_policy_forget(uint32_t prog_id, uint64_t cgid)
+{
+	int pfd = bpf_prog_get_fd_by_id(prog_id);
+	if (pfd < 0)
+		return;
+	__u32 ids[32];
+	struct bpf_prog_info pi = { 0 };
+	__u32 pl = sizeof(pi);
+	pi.nr_map_ids = ARRAY_SIZE(ids);
+	pi.map_ids = (__u64)(uintptr_t)ids;
+	if (bpf_obj_get_info_by_fd(pfd, &pi, &pl) == 0) {
+		for (__u32 i = 0; i < pi.nr_map_ids && i < ARRAY_SIZE(ids); i++) {
+			int mfd = bpf_map_get_fd_by_id(ids[i]);
+			if (mfd < 0)
+				continue;
+			struct bpf_map_info mi = { 0 };
+			__u32 ml = sizeof(mi);
+			if (bpf_obj_get_info_by_fd(mfd, &mi, &ml) == 0 && streq(mi.name, "bk_policy"))
+				bpf_map_delete_elem(mfd, &cgid);
+			close(mfd);
+		}
+	}
+	close(pfd);
+}
+
+/* Kill what runs in the cgroup of a link (an exec whose record is missing). */
+static bool kill_link_cgroup(struct bk_engine *e, int mnt, uint64_t cgid)
+{
+	struct {
+		struct file_handle fh;
+		uint64_t id;
+	} h = { .fh = { .handle_bytes = 8, .handle_type = 1 }, .id = cgid };
+	int cfd = open_by_handle_at(mnt, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cfd < 0)
+		return false; /* removed already (by its record) */
+	bool killed = false;
+	char fdp[64], path[4096];
+	snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", cfd);
+	ssize_t pl = readlink(fdp, path, sizeof(path) - 1);
+	if (pl > 0) {
+		path[pl] = '\0';
+		if (cg_path_ok(path, e->mounts.v2)) {
+			kill_and_remove(path, "", "");
+			killed = true;
+			log_warnf("recovered_exec", "killed unrecorded exec in %s", path);
+		}
+	}
+	close(cfd);
+	return killed;
+}
+
+/* Link pins of ended execs: what runs in a cgroup that still carries them is
+ * killed (an exec whose record is missing), the exec's policy entry leaves
+ * the maps its programs read, and the pins stay — adopted by the new
+ * agent's reaper — while the kernel has not released the cgroup; those it
+ * has released are unpinned now. */
 static void recover_pins(struct bk_engine *e)
 {
 	DIR *d = opendir(e->cfg->bpffs);
@@ -118,43 +175,48 @@ static void recover_pins(struct bk_engine *e)
 		if (!ld)
 			continue;
 		struct dirent *le;
-		bool killed = false;
+		bool killed = false, forgot = false;
+		int attached = 0;
 		while ((le = readdir(ld))) {
 			if (le->d_name[0] == '.')
 				continue;
 			char lp[900];
 			snprintf(lp, sizeof(lp), "%s/%s", dir, le->d_name);
 			int lfd = bpf_obj_get(lp);
-			if (lfd >= 0 && !killed && mnt >= 0) {
-				struct bpf_link_info info = { 0 };
-				__u32 il = sizeof(info);
-				if (bpf_obj_get_info_by_fd(lfd, &info, &il) == 0 && info.type == BPF_LINK_TYPE_CGROUP) {
-					struct {
-						struct file_handle fh;
-						uint64_t id;
-					} h = { .fh = { .handle_bytes = 8, .handle_type = 1 }, .id = info.cgroup.cgroup_id };
-					int cfd = open_by_handle_at(mnt, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-					if (cfd >= 0) {
-						char fdp[64], path[4096];
-						snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", cfd);
-						ssize_t pl = readlink(fdp, path, sizeof(path) - 1);
-						if (pl > 0) {
-							path[pl] = '\0';
-							if (cg_path_ok(path, e->mounts.v2)) {
-								kill_and_remove(path, "", "");
-								killed = true;
-								log_warnf("recovered_exec", "killed unrecorded exec in %s", path);
-							}
-						}
-						close(cfd);
-					}
+			if (lfd < 0)
+				continue;
+			struct bpf_link_info info = { 0 };
+			__u32 il = sizeof(info);
+			if (bpf_obj_get_info_by_fd(lfd, &info, &il) == 0 && info.type == BPF_LINK_TYPE_CGROUP &&
+			    info.cgroup.cgroup_id) {
+				attached++;
+				if (!killed && mnt >= 0)
+					killed = kill_link_cgroup(e, mnt, info.cgroup.cgroup_id);
+				if (!forgot) {
+					old_policy_forget(info.prog_id, info.cgroup.cgroup_id);
+					forgot = true;
 				}
 			}
-			if (lfd >= 0)
-				close(lfd);
-			unlink(lp);
+			close(lfd);
 		}
 		closedir(ld);
+		if (attached) {
+			/* (without the BPF layer there is no reaper: the pins
+			 * stay, filtering, for an agent that has one) */
+			if (e->filter)
+				bk_filter_adopt(e->filter, dir);
+			continue;
+		}
+		ld = opendir(dir);
+		while (ld && (le = readdir(ld))) {
+			if (le->d_name[0] == '.')
+				continue;
+			char lp[900];
+			snprintf(lp, sizeof(lp), "%s/%s", dir, le->d_name);
+			unlink(lp);
+		}
+		if (ld)
+			closedir(ld);
 		rmdir(dir);
 	}
 	closedir(d);
@@ -164,5 +226,9 @@ int bk_recover(struct bk_engine *e)
 {
 	int n = recover_state_files(e);
 	recover_pins(e);
+	/* what the kernel released already goes now; a hole among the adopted
+	 * (pins gone before release) is counted before any exec runs */
+	if (e->filter)
+		bk_filter_reap(e->filter);
 	return n;
 }

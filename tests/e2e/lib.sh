@@ -45,6 +45,22 @@ check_on() {
 # Exec cgroups of the pod (or of every pod) left in any hierarchy.
 exec_cgroups_left() { find $CG_ROOTS -path "*/kubepods/*${1:+pod$1/}boxkite-exec-*" -type d 2>/dev/null; }
 
+# Link pins of ended execs: they stay until the kernel has released the
+# exec's cgroup (its last socket freed), then the agent's reaper (every
+# ~0.3 s) removes them — so a test that wants none left waits a little.
+exec_pins() { ls "$BPFFS" 2>/dev/null | grep '^exec-'; }
+# gone_within SECONDS COMMAND...: true once COMMAND fails (or prints
+# nothing), polled every 0.1 s
+gone_within() {
+	local n=$(($1 * 10)); shift
+	for _ in $(seq 1 "$n"); do
+		local out; out=$("$@" 2>/dev/null) || return 0
+		[ -z "$out" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # Time bounds are for this machine; slower ones (a VM under TCG) scale them
 # with BK_TIME_SCALE (an integer factor, default 1).
 TIME_SCALE=${BK_TIME_SCALE:-1}

@@ -52,7 +52,7 @@ bk_start_agent '{"layers":{"netns":false}}' || not_ok "new agent starts"
 check "new agent killed the orphaned exec" sh -c "! test -d $cg"
 check "recovery logged" grep -q '"recovered_exec".*"action":"killed"' "$T/agent.log"
 check "no state record left" sh -c "! ls $T/state/execs/*.json 2>/dev/null | grep -q ."
-check "no exec link pins left" sh -c "! ls $BPFFS | grep -q exec-"
+check "no exec link pins left (reaped once the kernel released the cgroup)" gone_within 3 exec_pins
 left=$(exec_cgroups_left "$(sb rc1 pod_uid)")
 check "no exec cgroup left in any hierarchy ${left:+($left)}" test -z "$left"
 bk_exec rc1 -- sh -c 'cat /workspace/REACHED 2>/dev/null | wc -c'

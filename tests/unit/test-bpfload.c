@@ -46,14 +46,19 @@ static const int base_helpers[] = {
 static const int skb_helpers[] = {
 	BPF_FUNC_skb_load_bytes, BPF_FUNC_skb_load_bytes_relative, BPF_FUNC_get_socket_cookie,
 	BPF_FUNC_get_socket_uid, BPF_FUNC_perf_event_output, BPF_FUNC_get_local_storage, BPF_FUNC_sk_fullsock,
-	BPF_FUNC_skb_cgroup_id, BPF_FUNC_skb_ancestor_cgroup_id, -1,
+	BPF_FUNC_skb_cgroup_id, BPF_FUNC_skb_ancestor_cgroup_id,
+	/* socket local storage (cg_skb_func_proto: bpf_sk_storage_get_proto) */
+	BPF_FUNC_sk_storage_get, -1,
 };
 /* sock_filter_func_proto and sock_addr_func_proto: process context, so the
  * current task's helpers (since 5.7; cgroup_current_func_proto in 6.1) */
 static const int sock_helpers[] = {
 	BPF_FUNC_get_current_uid_gid, BPF_FUNC_get_current_pid_tgid, BPF_FUNC_get_current_comm,
 	BPF_FUNC_get_current_cgroup_id, BPF_FUNC_get_current_ancestor_cgroup_id, BPF_FUNC_get_socket_cookie,
-	BPF_FUNC_get_netns_cookie, BPF_FUNC_perf_event_output, BPF_FUNC_get_local_storage, -1,
+	BPF_FUNC_get_netns_cookie, BPF_FUNC_perf_event_output, BPF_FUNC_get_local_storage,
+	/* socket local storage: sock_filter_func_proto's takes the ctx
+	 * (bpf_sk_storage_get_cg_sock_proto), sock_addr_func_proto's ctx->sk */
+	BPF_FUNC_sk_storage_get, -1,
 };
 
 /* names for the messages (the kernel's "bpf_<name>#<id>") */
@@ -68,6 +73,7 @@ static const struct {
 	H(skb_load_bytes_relative), H(skb_cgroup_id), H(get_current_cgroup_id), H(get_local_storage),
 	H(skb_ancestor_cgroup_id), H(sk_fullsock), H(get_netns_cookie), H(get_current_ancestor_cgroup_id),
 	H(ringbuf_output), H(ringbuf_reserve), H(ringbuf_submit), H(ringbuf_discard), H(ringbuf_query),
+	H(sk_storage_get),
 };
 
 static const char *helper_name(int id)
