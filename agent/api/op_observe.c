@@ -135,6 +135,7 @@ static cJSON *pod_report_json(const struct bk_pod_report *r)
 		cJSON *layers = cJSON_AddObjectToObject(o, "layers");
 		cJSON_AddStringToObject(layers, "netns", r->netns_fresh ? "fresh" : "pod");
 		cJSON_AddBoolToObject(layers, "bpf", r->layer_bpf);
+		cJSON_AddBoolToObject(layers, "seccomp", r->layer_seccomp);
 		cJSON_AddBoolToObject(layers, "cgroup", true);
 	} else {
 		cJSON_AddStringToObject(o, "policy_error", r->policy_error);
@@ -193,6 +194,7 @@ char *bk_api_status(struct bk_agent *a)
 	cJSON *layers = cJSON_AddObjectToObject(b, "layers");
 	cJSON_AddBoolToObject(layers, "netns", s.layer_netns);
 	cJSON_AddBoolToObject(layers, "bpf", s.layer_bpf);
+	cJSON_AddBoolToObject(layers, "seccomp", s.layer_seccomp);
 	cJSON_AddStringToObject(b, "kernel", s.features.kernel);
 	cJSON_AddItemToObject(b, "features", bk_api_features_json(&s.features));
 	cJSON_AddNumberToObject(b, "live_execs", (double)s.live_execs);

@@ -314,6 +314,7 @@ int bk_obs_pod_report(struct bk_agent *a, const struct bk_pod *p, bool with_node
 		sha256_hex(txt, n > 0 ? (size_t)n : 0, o->profile_digest);
 		o->netns_fresh = a->cfg.layer_netns && prof->fresh_netns;
 		o->layer_bpf = a->engine.filter != NULL;
+		o->layer_seccomp = a->cfg.layer_seccomp;
 	}
 	if (a->engine.filter && with_node_objects)
 		read_node_objects(a, o);
@@ -391,6 +392,7 @@ int bk_obs_status(struct bk_agent *a, struct bk_node_status *o)
 	snprintf(o->selftest_error, sizeof(o->selftest_error), "%s", a->selftest_error);
 	o->layer_netns = a->cfg.layer_netns;
 	o->layer_bpf = a->engine.filter != NULL;
+	o->layer_seccomp = a->cfg.layer_seccomp;
 	o->live_execs = a->engine.live;
 	o->execs_ok = a->execs_ok;
 	o->execs_failed = a->execs_failed;

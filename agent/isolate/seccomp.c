@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The seccomp layer (see seccomp.h): the filter, written as classic BPF by
+ * a small assembler with forward labels, its install, its read-back. */
+#include "agent/isolate/seccomp.h"
+#include "lib/missing.h"
+#include "lib/util.h"
+
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/netlink.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+#if defined(__x86_64__)
+#define BK_AUDIT_ARCH AUDIT_ARCH_X86_64
+#define BK_X32_BIT 0x40000000u /* __X32_SYSCALL_BIT */
+#elif defined(__aarch64__)
+#define BK_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "the seccomp layer knows x86_64 and aarch64"
+#endif
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+/* Namespace flags. clone() carries the exit signal in its low byte
+ * (CSIGNAL), where unshare() has CLONE_NEWTIME: clone() cannot make a time
+ * namespace (only clone3 and unshare can). */
+#define NS_FLAGS_CLONE                                                                                   \
+	(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |   \
+	 CLONE_NEWNET)
+#define NS_FLAGS_UNSHARE (NS_FLAGS_CLONE | CLONE_NEWTIME)
+
+/* The low 32 bits of an argument: every argument looked at is an int or a
+ * flag word whose high half the kernel ignores (socket's family and
+ * protocol are int; clone and unshare take lower_32_bits of the flags). */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
+#else
+#define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i) + 4)
+#endif
+
+/* Syscalls answered EPERM whatever their arguments. */
+static const int denied[] = {
+	__NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register,
+	__NR_bpf, __NR_perf_event_open, __NR_userfaultfd,
+	__NR_kexec_load, __NR_kexec_file_load, __NR_init_module, __NR_finit_module, __NR_delete_module,
+	__NR_add_key, __NR_keyctl, __NR_request_key,
+	__NR_mount, __NR_umount2, __NR_pivot_root, __NR_move_mount, __NR_open_tree, __NR_open_tree_attr,
+	__NR_fsopen, __NR_fsconfig, __NR_fsmount, __NR_fspick, __NR_mount_setattr,
+	__NR_setns, __NR_open_by_handle_at, __NR_syslog,
+};
+
+/* ---- a tiny assembler: jumps go forward to labels --------------------------------- */
+
+enum label { L_NEXT = -1, L_ALLOW, L_EPERM, L_ENOSYS, L_SOCKET, L_SOCKETPAIR, L_CLONE, L_UNSHARE, L_N };
+
+struct as {
+	struct bk_seccomp *f;
+	int at[L_N];                    /* where each label is (-1: not yet) */
+	signed char jt[BK_SECCOMP_MAX_INSNS], jf[BK_SECCOMP_MAX_INSNS];
+	bool full;
+};
+
+static void emit(struct as *a, uint16_t code, uint32_t k, int jt, int jf)
+{
+	if (a->f->len >= BK_SECCOMP_MAX_INSNS) {
+		a->full = true;
+		return;
+	}
+	a->jt[a->f->len] = (signed char)jt;
+	a->jf[a->f->len] = (signed char)jf;
+	a->f->insns[a->f->len++] = (struct sock_filter){ .code = code, .k = k };
+}
+
+static void ld(struct as *a, uint32_t off) { emit(a, BPF_LD | BPF_W | BPF_ABS, off, L_NEXT, L_NEXT); }
+static void ret(struct as *a, uint32_t v) { emit(a, BPF_RET | BPF_K, v, L_NEXT, L_NEXT); }
+/* if (A == k) goto jt else goto jf */
+static void jeq(struct as *a, uint32_t k, int jt, int jf) { emit(a, BPF_JMP | BPF_JEQ | BPF_K, k, jt, jf); }
+static void jset(struct as *a, uint32_t k, int jt, int jf) { emit(a, BPF_JMP | BPF_JSET | BPF_K, k, jt, jf); }
+static void label(struct as *a, enum label l) { a->at[l] = a->f->len; }
+
+static int resolve(struct as *a)
+{
+	if (a->full)
+		return -E2BIG;
+	for (unsigned i = 0; i < a->f->len; i++) {
+		struct sock_filter *in = &a->f->insns[i];
+		if (BPF_CLASS(in->code) != BPF_JMP)
+			continue;
+		int t[2] = { a->jt[i], a->jf[i] };
+		uint8_t *dst[2] = { &in->jt, &in->jf };
+		for (int k = 0; k < 2; k++) {
+			int off = t[k] == L_NEXT ? 0 : a->at[t[k]] - (int)i - 1;
+			if (t[k] != L_NEXT && a->at[t[k]] < 0)
+				return -E2BIG;
+			if (off < 0 || off > 255)
+				return -E2BIG;
+			*dst[k] = (uint8_t)off;
+		}
+	}
+	return 0;
+}
+
+int bk_seccomp_build(struct bk_seccomp *f)
+{
+	memset(f, 0, sizeof(*f));
+	struct as a = { .f = f };
+	for (int i = 0; i < L_N; i++)
+		a.at[i] = -1;
+
+	ld(&a, offsetof(struct seccomp_data, arch));
+	jeq(&a, BK_AUDIT_ARCH, L_NEXT, L_EPERM);
+	ld(&a, offsetof(struct seccomp_data, nr));
+#ifdef BK_X32_BIT
+	jset(&a, BK_X32_BIT, L_EPERM, L_NEXT);
+#endif
+	jeq(&a, __NR_socket, L_SOCKET, L_NEXT);
+	jeq(&a, __NR_socketpair, L_SOCKETPAIR, L_NEXT);
+	jeq(&a, __NR_clone, L_CLONE, L_NEXT);
+	jeq(&a, __NR_unshare, L_UNSHARE, L_NEXT);
+	jeq(&a, __NR_clone3, L_ENOSYS, L_NEXT);
+	for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
+		jeq(&a, (uint32_t)denied[i], L_EPERM, L_NEXT);
+	ret(&a, SECCOMP_RET_ALLOW);
+
+	label(&a, L_SOCKET);
+	ld(&a, ARG_LO(0));
+	jeq(&a, AF_UNIX, L_ALLOW, L_NEXT);
+	jeq(&a, AF_INET, L_ALLOW, L_NEXT);
+	jeq(&a, AF_INET6, L_ALLOW, L_NEXT);
+	jeq(&a, AF_NETLINK, L_NEXT, L_EPERM);
+	ld(&a, ARG_LO(2));
+	jeq(&a, NETLINK_ROUTE, L_ALLOW, L_EPERM);
+
+	label(&a, L_SOCKETPAIR);
+	ld(&a, ARG_LO(0));
+	jeq(&a, AF_UNIX, L_ALLOW, L_EPERM);
+
+	label(&a, L_CLONE);
+	ld(&a, ARG_LO(0));
+	jset(&a, NS_FLAGS_CLONE, L_EPERM, L_ALLOW);
+
+	label(&a, L_UNSHARE);
+	ld(&a, ARG_LO(0));
+	jset(&a, NS_FLAGS_UNSHARE, L_EPERM, L_ALLOW);
+
+	label(&a, L_ALLOW);
+	ret(&a, SECCOMP_RET_ALLOW);
+	label(&a, L_EPERM);
+	ret(&a, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA));
+	label(&a, L_ENOSYS);
+	ret(&a, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA));
+	return resolve(&a);
+}
+
+int bk_seccomp_install(const struct bk_seccomp *f)
+{
+	struct sock_fprog prog = { .len = f->len, .filter = (struct sock_filter *)f->insns };
+	if (f->len == 0)
+		return -EINVAL;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The number after "\nKEY:" in buf, or -1. */
+static int field(const char *buf, size_t n, const char *key)
+{
+	size_t kl = strlen(key);
+	for (size_t i = 0; i + kl + 1 < n; i++) {
+		if ((i > 0 && buf[i - 1] != '\n') || memcmp(buf + i, key, kl) != 0 || buf[i + kl] != ':')
+			continue;
+		size_t j = i + kl + 1;
+		while (j < n && (buf[j] == ' ' || buf[j] == '\t'))
+			j++;
+		if (j >= n || buf[j] < '0' || buf[j] > '9')
+			return -1;
+		int v = 0;
+		while (j < n && buf[j] >= '0' && buf[j] <= '9' && v < 100000)
+			v = v * 10 + (buf[j++] - '0');
+		return v;
+	}
+	return -1;
+}
+
+int bk_seccomp_read_self(int *mode, int *filters)
+{
+	char buf[8192];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t n = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		if (n == sizeof(buf))
+			break;
+	}
+	close(fd);
+	*mode = field(buf, n, "Seccomp");
+	*filters = field(buf, n, "Seccomp_filters");
+	return *mode < 0 || *filters < 0 ? -ENOENT : 0;
+}
