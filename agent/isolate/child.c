@@ -32,7 +32,7 @@ struct child_msg {
 	char msg[200];
 	uint64_t netns_ino;
 	int seccomp_mode, seccomp_filters; /* read back from /proc/self/status */
-	uint32_t seccomp_us;               /* the filter's install */
+	uint32_t seccomp_ns;               /* the layer's steps (install, read-back) */
 	int n_if;
 	char ifaces[BK_MAX_IFACES][IFNAMSIZ];
 };
@@ -218,18 +218,22 @@ static int enter_cwd(struct child_args *a)
 	return 0;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 /* The filter, last before execve: every step above needs what it denies
  * (setns, unshare, mount). no_new_privs is set by the drop. */
 static int apply_seccomp(struct child_args *a)
 {
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t t0 = mono_ns();
 	int r = bk_seccomp_install(a->seccomp);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	a->ready.seccomp_ns += (uint32_t)(mono_ns() - t0);
 	if (r < 0)
 		return failed(a, "cannot install the seccomp filter", -r);
-	int64_t ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
-	a->ready.seccomp_us = (uint32_t)(ns / 1000);
 	return 0;
 }
 
@@ -237,7 +241,9 @@ static int apply_seccomp(struct child_args *a)
  * filter must be in force. */
 static int seccomp_receipt(struct child_args *a)
 {
+	uint64_t t0 = mono_ns();
 	int r = bk_seccomp_read_self(&a->ready.seccomp_mode, &a->ready.seccomp_filters);
+	a->ready.seccomp_ns += (uint32_t)(mono_ns() - t0);
 	if (r < 0)
 		return failed(a, "cannot read Seccomp from /proc/self/status", -r);
 	if (a->seccomp && (a->ready.seccomp_mode != SECCOMP_MODE_FILTER || a->ready.seccomp_filters < 1))
@@ -350,7 +356,7 @@ static int wait_report(struct exec_ctx *x, int info_fd)
 	x->res->netns_inode = last.netns_ino;
 	x->res->seccomp_mode = last.seccomp_mode;
 	x->res->seccomp_filters = last.seccomp_filters;
-	x->res->t_us[BK_PH_SECCOMP] = last.seccomp_us;
+	x->res->t_us[BK_PH_SECCOMP] = (last.seccomp_ns + 500) / 1000;
 	x->res->n_ifaces = last.n_if < BK_MAX_IFACES ? last.n_if : BK_MAX_IFACES;
 	memcpy(x->res->ifaces, last.ifaces, sizeof(x->res->ifaces));
 	return 0;

@@ -138,8 +138,8 @@ struct bk_exec_result {
 	int n_denied;
 	uint64_t denied_total;
 	/* phase timings (µs): cgroup, bpf, spawn (until the child's setup
-	 * report), run, teardown; and, inside spawn, the install of the
-	 * seccomp filter (BK_PH_SECCOMP, timed by the child) */
+	 * report), run, teardown; and, inside spawn, the seccomp layer's
+	 * steps, install and read-back (BK_PH_SECCOMP, timed by the child) */
 	uint32_t t_us[6];
 	/* failure: layer != "" means the command did not run */
 	char layer[24];
