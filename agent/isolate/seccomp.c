@@ -11,6 +11,7 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
@@ -57,14 +58,26 @@ static const int denied[] = {
 
 /* ---- a tiny assembler: jumps go forward to labels --------------------------------- */
 
-enum label { L_NEXT = -1, L_ALLOW, L_EPERM, L_ENOSYS, L_SOCKET, L_SOCKETPAIR, L_CLONE, L_UNSHARE, L_N };
+#define MAX_LABELS 96
+#define L_NEXT (-1) /* the next instruction */
 
 struct as {
 	struct bk_seccomp *f;
-	int at[L_N];                    /* where each label is (-1: not yet) */
-	signed char jt[BK_SECCOMP_MAX_INSNS], jf[BK_SECCOMP_MAX_INSNS];
+	int at[MAX_LABELS];             /* where each label is (-1: not yet) */
+	int n_labels;
+	short jt[BK_SECCOMP_MAX_INSNS], jf[BK_SECCOMP_MAX_INSNS];
 	bool full;
 };
+
+static int new_label(struct as *a)
+{
+	if (a->n_labels == MAX_LABELS) {
+		a->full = true;
+		return 0;
+	}
+	a->at[a->n_labels] = -1;
+	return a->n_labels++;
+}
 
 static void emit(struct as *a, uint16_t code, uint32_t k, int jt, int jf)
 {
@@ -72,17 +85,19 @@ static void emit(struct as *a, uint16_t code, uint32_t k, int jt, int jf)
 		a->full = true;
 		return;
 	}
-	a->jt[a->f->len] = (signed char)jt;
-	a->jf[a->f->len] = (signed char)jf;
+	a->jt[a->f->len] = (short)jt;
+	a->jf[a->f->len] = (short)jf;
 	a->f->insns[a->f->len++] = (struct sock_filter){ .code = code, .k = k };
 }
 
 static void ld(struct as *a, uint32_t off) { emit(a, BPF_LD | BPF_W | BPF_ABS, off, L_NEXT, L_NEXT); }
 static void ret(struct as *a, uint32_t v) { emit(a, BPF_RET | BPF_K, v, L_NEXT, L_NEXT); }
-/* if (A == k) goto jt else goto jf */
+/* if (A op k) goto jt else goto jf */
 static void jeq(struct as *a, uint32_t k, int jt, int jf) { emit(a, BPF_JMP | BPF_JEQ | BPF_K, k, jt, jf); }
+static void jge(struct as *a, uint32_t k, int jt, int jf) { emit(a, BPF_JMP | BPF_JGE | BPF_K, k, jt, jf); }
+static void jgt(struct as *a, uint32_t k, int jt, int jf) { emit(a, BPF_JMP | BPF_JGT | BPF_K, k, jt, jf); }
 static void jset(struct as *a, uint32_t k, int jt, int jf) { emit(a, BPF_JMP | BPF_JSET | BPF_K, k, jt, jf); }
-static void label(struct as *a, enum label l) { a->at[l] = a->f->len; }
+static void label(struct as *a, int l) { a->at[l] = a->f->len; }
 
 static int resolve(struct as *a)
 {
@@ -95,9 +110,9 @@ static int resolve(struct as *a)
 		int t[2] = { a->jt[i], a->jf[i] };
 		uint8_t *dst[2] = { &in->jt, &in->jf };
 		for (int k = 0; k < 2; k++) {
-			int off = t[k] == L_NEXT ? 0 : a->at[t[k]] - (int)i - 1;
 			if (t[k] != L_NEXT && a->at[t[k]] < 0)
 				return -E2BIG;
+			int off = t[k] == L_NEXT ? 0 : a->at[t[k]] - (int)i - 1;
 			if (off < 0 || off > 255)
 				return -E2BIG;
 			*dst[k] = (uint8_t)off;
@@ -106,54 +121,106 @@ static int resolve(struct as *a)
 	return 0;
 }
 
+/* ---- the filter ------------------------------------------------------------------------ */
+
+/* Syscall numbers [lo, hi] that go to one label. */
+struct range {
+	uint32_t lo, hi;
+	int to;
+};
+
+static int by_nr(const void *x, const void *y)
+{
+	const struct range *p = x, *q = y;
+	return p->lo < q->lo ? -1 : p->lo > q->lo;
+}
+
+/* The syscall number in A among the sorted ranges [l, r), everything else
+ * allowed: a binary tree of JGE down to at most two ranges. The kernel
+ * runs the filter once per syscall number at install time to cache the
+ * numbers it always allows (seccomp_cache_prepare), so the depth of this
+ * tree, not the length of the program, is what an install costs. */
+static void tree(struct as *a, const struct range *rg, int l, int r)
+{
+	if (r - l <= 2) {
+		for (int i = l; i < r; i++) {
+			if (rg[i].lo == rg[i].hi) {
+				jeq(a, rg[i].lo, rg[i].to, L_NEXT);
+				continue;
+			}
+			int skip = new_label(a);
+			jge(a, rg[i].lo, L_NEXT, skip);
+			jgt(a, rg[i].hi, skip, rg[i].to);
+			label(a, skip);
+		}
+		ret(a, SECCOMP_RET_ALLOW);
+		return;
+	}
+	int m = (l + r) / 2, right = new_label(a);
+	jge(a, rg[m].lo, right, L_NEXT);
+	tree(a, rg, l, m);
+	label(a, right);
+	tree(a, rg, m, r);
+}
+
 int bk_seccomp_build(struct bk_seccomp *f)
 {
 	memset(f, 0, sizeof(*f));
 	struct as a = { .f = f };
-	for (int i = 0; i < L_N; i++)
-		a.at[i] = -1;
+	int allow = new_label(&a), eperm = new_label(&a), enosys = new_label(&a), sock = new_label(&a),
+	    sockpair = new_label(&a), clone = new_label(&a), unshare = new_label(&a);
+
+	struct range rg[ARRAY_SIZE(denied) + 5] = {
+		{ __NR_socket, __NR_socket, sock },       { __NR_socketpair, __NR_socketpair, sockpair },
+		{ __NR_clone, __NR_clone, clone },        { __NR_unshare, __NR_unshare, unshare },
+		{ __NR_clone3, __NR_clone3, enosys },
+	};
+	int n = 5;
+	for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
+		rg[n++] = (struct range){ (uint32_t)denied[i], (uint32_t)denied[i], eperm };
+	qsort(rg, (size_t)n, sizeof(rg[0]), by_nr);
+	int m = 0; /* neighbours with one destination become one range */
+	for (int i = 0; i < n; i++) {
+		if (m > 0 && rg[i].lo == rg[m - 1].hi + 1 && rg[i].to == rg[m - 1].to)
+			rg[m - 1].hi = rg[i].hi;
+		else if (m == 0 || rg[i].lo != rg[m - 1].hi) /* (a number listed twice) */
+			rg[m++] = rg[i];
+	}
 
 	ld(&a, offsetof(struct seccomp_data, arch));
-	jeq(&a, BK_AUDIT_ARCH, L_NEXT, L_EPERM);
+	jeq(&a, BK_AUDIT_ARCH, L_NEXT, eperm);
 	ld(&a, offsetof(struct seccomp_data, nr));
 #ifdef BK_X32_BIT
-	jset(&a, BK_X32_BIT, L_EPERM, L_NEXT);
+	jset(&a, BK_X32_BIT, eperm, L_NEXT);
 #endif
-	jeq(&a, __NR_socket, L_SOCKET, L_NEXT);
-	jeq(&a, __NR_socketpair, L_SOCKETPAIR, L_NEXT);
-	jeq(&a, __NR_clone, L_CLONE, L_NEXT);
-	jeq(&a, __NR_unshare, L_UNSHARE, L_NEXT);
-	jeq(&a, __NR_clone3, L_ENOSYS, L_NEXT);
-	for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
-		jeq(&a, (uint32_t)denied[i], L_EPERM, L_NEXT);
-	ret(&a, SECCOMP_RET_ALLOW);
+	tree(&a, rg, 0, m);
 
-	label(&a, L_SOCKET);
+	label(&a, sock);
 	ld(&a, ARG_LO(0));
-	jeq(&a, AF_UNIX, L_ALLOW, L_NEXT);
-	jeq(&a, AF_INET, L_ALLOW, L_NEXT);
-	jeq(&a, AF_INET6, L_ALLOW, L_NEXT);
-	jeq(&a, AF_NETLINK, L_NEXT, L_EPERM);
+	jeq(&a, AF_UNIX, allow, L_NEXT);
+	jeq(&a, AF_INET, allow, L_NEXT);
+	jeq(&a, AF_INET6, allow, L_NEXT);
+	jeq(&a, AF_NETLINK, L_NEXT, eperm);
 	ld(&a, ARG_LO(2));
-	jeq(&a, NETLINK_ROUTE, L_ALLOW, L_EPERM);
+	jeq(&a, NETLINK_ROUTE, allow, eperm);
 
-	label(&a, L_SOCKETPAIR);
+	label(&a, sockpair);
 	ld(&a, ARG_LO(0));
-	jeq(&a, AF_UNIX, L_ALLOW, L_EPERM);
+	jeq(&a, AF_UNIX, allow, eperm);
 
-	label(&a, L_CLONE);
+	label(&a, clone);
 	ld(&a, ARG_LO(0));
-	jset(&a, NS_FLAGS_CLONE, L_EPERM, L_ALLOW);
+	jset(&a, NS_FLAGS_CLONE, eperm, allow);
 
-	label(&a, L_UNSHARE);
+	label(&a, unshare);
 	ld(&a, ARG_LO(0));
-	jset(&a, NS_FLAGS_UNSHARE, L_EPERM, L_ALLOW);
+	jset(&a, NS_FLAGS_UNSHARE, eperm, allow);
 
-	label(&a, L_ALLOW);
+	label(&a, allow);
 	ret(&a, SECCOMP_RET_ALLOW);
-	label(&a, L_EPERM);
+	label(&a, eperm);
 	ret(&a, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA));
-	label(&a, L_ENOSYS);
+	label(&a, enosys);
 	ret(&a, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA));
 	return resolve(&a);
 }

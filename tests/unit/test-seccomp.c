@@ -14,6 +14,8 @@
 #include "lib/missing.h"
 #include "lib/util.h"
 
+#include <linux/audit.h>
+#include <linux/filter.h>
 #include <linux/io_uring.h>
 #include <linux/netlink.h>
 #include <linux/sched.h>
@@ -27,6 +29,9 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
 #ifndef AF_VSOCK
 #define AF_VSOCK 40
 #endif
@@ -182,6 +187,101 @@ static void test_build(void **state)
 	assert_int_equal(BPF_CLASS(f.insns[f.len - 1].code), BPF_RET);
 }
 
+/* ---- the whole table, by running the program in user space ------------------------- */
+
+/* A classic-BPF interpreter for the instructions the builder emits; any
+ * other instruction fails the test. */
+static uint32_t run(const struct bk_seccomp *f, const struct seccomp_data *d)
+{
+	uint32_t A = 0;
+	for (unsigned pc = 0; pc < f->len; pc++) {
+		const struct sock_filter *in = &f->insns[pc];
+		switch (in->code) {
+		case BPF_LD | BPF_W | BPF_ABS:
+			assert_true(in->k + 4 <= sizeof(*d) && in->k % 4 == 0);
+			memcpy(&A, (const char *)d + in->k, 4);
+			break;
+		case BPF_RET | BPF_K: return in->k;
+		case BPF_JMP | BPF_JEQ | BPF_K: pc += A == in->k ? in->jt : in->jf; break;
+		case BPF_JMP | BPF_JGE | BPF_K: pc += A >= in->k ? in->jt : in->jf; break;
+		case BPF_JMP | BPF_JGT | BPF_K: pc += A > in->k ? in->jt : in->jf; break;
+		case BPF_JMP | BPF_JSET | BPF_K: pc += (A & in->k) ? in->jt : in->jf; break;
+		default: fail_msg("instruction %u: unexpected code 0x%x", pc, in->code);
+		}
+	}
+	fail_msg("the program fell off its end");
+	return 0;
+}
+
+#define EPERM_RET (SECCOMP_RET_ERRNO | EPERM)
+#define ENOSYS_RET (SECCOMP_RET_ERRNO | ENOSYS)
+
+/* Written here again, apart from seccomp.c: what must be refused. */
+static const int must_eperm[] = {
+	__NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register, __NR_bpf, __NR_perf_event_open,
+	__NR_userfaultfd, __NR_kexec_load, __NR_kexec_file_load, __NR_init_module, __NR_finit_module,
+	__NR_delete_module, __NR_add_key, __NR_keyctl, __NR_request_key, __NR_mount, __NR_umount2,
+	__NR_pivot_root, __NR_move_mount, __NR_open_tree, __NR_open_tree_attr, __NR_fsopen, __NR_fsconfig,
+	__NR_fsmount, __NR_fspick, __NR_mount_setattr, __NR_setns, __NR_open_by_handle_at, __NR_syslog,
+};
+
+static void test_table(void **state)
+{
+	struct bk_seccomp f;
+	assert_int_equal(bk_seccomp_build(&f), 0);
+	struct seccomp_data d = { .arch = AUDIT_ARCH_X86_64 };
+	/* every number, arguments zero */
+	for (uint32_t nr = 0; nr < 1024; nr++) {
+		d.nr = (int)nr;
+		uint32_t want = SECCOMP_RET_ALLOW;
+		for (size_t i = 0; i < ARRAY_SIZE(must_eperm); i++)
+			if ((uint32_t)must_eperm[i] == nr)
+				want = EPERM_RET;
+		if (nr == __NR_clone3)
+			want = ENOSYS_RET;
+		if (nr == __NR_socket || nr == __NR_socketpair) /* family 0 (AF_UNSPEC) */
+			want = EPERM_RET;
+		uint32_t got = run(&f, &d);
+		if (got != want)
+			fail_msg("syscall %u: 0x%x, want 0x%x", nr, got, want);
+		d.nr = (int)(nr | 0x40000000); /* x32 */
+		assert_int_equal(run(&f, &d), EPERM_RET);
+	}
+	d.nr = -1;
+	assert_int_equal(run(&f, &d), EPERM_RET);
+	/* another ABI */
+	d.arch = AUDIT_ARCH_I386;
+	for (int nr = 0; nr < 512; nr++) {
+		d.nr = nr;
+		assert_int_equal(run(&f, &d), EPERM_RET);
+	}
+	d.arch = AUDIT_ARCH_X86_64;
+	/* socket families and netlink protocols */
+	for (uint64_t fam = 0; fam < 64; fam++)
+		for (uint64_t proto = 0; proto < 32; proto++) {
+			d.nr = __NR_socket;
+			d.args[0] = fam | (fam == 40 ? 1ull << 32 : 0); /* a high half changes nothing */
+			d.args[1] = SOCK_RAW | SOCK_CLOEXEC;
+			d.args[2] = proto;
+			bool ok = fam == AF_UNIX || fam == AF_INET || fam == AF_INET6 ||
+				  (fam == AF_NETLINK && proto == NETLINK_ROUTE);
+			assert_int_equal(run(&f, &d), ok ? SECCOMP_RET_ALLOW : EPERM_RET);
+			d.nr = __NR_socketpair;
+			assert_int_equal(run(&f, &d), fam == AF_UNIX ? SECCOMP_RET_ALLOW : EPERM_RET);
+		}
+	/* namespace flags, one bit at a time */
+	for (int bit = 0; bit < 64; bit++) {
+		uint64_t fl = 1ull << bit;
+		bool ns = fl & (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |
+				CLONE_NEWPID | CLONE_NEWNET);
+		d.args[0] = fl;
+		d.nr = __NR_clone;
+		assert_int_equal(run(&f, &d), ns ? EPERM_RET : SECCOMP_RET_ALLOW);
+		d.nr = __NR_unshare;
+		assert_int_equal(run(&f, &d), ns || fl == CLONE_NEWTIME ? EPERM_RET : SECCOMP_RET_ALLOW);
+	}
+}
+
 static void test_filtered(void **state) { assert_int_equal(in_child(filtered_calls), 0); }
 static void test_control(void **state) { assert_int_equal(in_child(control_calls), 0); }
 
@@ -189,6 +289,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_build),
+		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_filtered),
 		cmocka_unit_test(test_control),
 	};
