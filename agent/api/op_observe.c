@@ -255,6 +255,10 @@ char *bk_api_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *arg
 	cJSON_AddNumberToObject(lb, "programs_attached", v.bpf.programs_attached);
 	cJSON_AddBoolToObject(lb, "held_to_end", v.bpf.held_to_end);
 	cJSON_AddBoolToObject(lb, "held", v.bpf.held);
+	cJSON *ls = cJSON_AddObjectToObject(layers, "seccomp");
+	cJSON_AddNumberToObject(ls, "mode", v.seccomp.mode);
+	cJSON_AddNumberToObject(ls, "filters", v.seccomp.filters);
+	cJSON_AddBoolToObject(ls, "held", v.seccomp.held);
 	cJSON *probes = cJSON_AddArrayToObject(out, "probes");
 	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
 		const struct bk_verify_probe *pr = &v.probes[i];

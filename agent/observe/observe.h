@@ -183,6 +183,10 @@ struct bk_verify_result {
 		bool held_to_end;
 		bool held;
 	} bpf;
+	struct {
+		int mode, filters;             /* the receipt's read-back from /proc */
+		bool held;                     /* mode 2 (filter) */
+	} seccomp;
 	struct bk_verify_probe probes[BK_VERIFY_PROBES];
 	bool passed;
 };

@@ -101,6 +101,9 @@ printf 'X-Sidecar-Auth-Token: %s\n' "$(cat "$(sb sc1 token_file)")" > "$T/hdr"
 shim_iso() { nsenter --net="/run/netns/$(sb sc1 client_netns)" curl -sk --max-time 5 --pinnedpubkey "$(sb sc1 pin)" \
 	-H @"$T/hdr" "$(sb sc1 url)/isolation" | jq -r .layers.seccomp; }
 check "GET /isolation through the shim: layers.seccomp true" test "$(shim_iso)" = true
+ctl verify sc1 --json > "$T/v.json"; rc=$?
+check "verify: layers.seccomp held, mode 2, and it passes (exit $rc, $(jq -c .layers.seccomp "$T/v.json"))" \
+	sh -c "test $rc = 0 && jq -e '.layers.seccomp | .held and .mode == 2 and .filters >= 1' $T/v.json >/dev/null"
 bk_exec sc1 -- true
 check "the audit line times the install (phases_us.seccomp)" \
 	sh -c "grep '\"exec_id\":\"$(j .exec_id)\"' $T/agent.log | jq -e '.phases_us.seccomp >= 0' >/dev/null"
@@ -138,6 +141,9 @@ check "layer off: the receipt says so, as /proc does ($(j .isolation.seccomp.mod
 check "layer off: no filter of the agent's on the exec" test "$(j .isolation.seccomp.filters)" = "$(agent_filters)"
 check "layer off: inspect says layers.seccomp false" test "$(iso sc1)" = false
 check "layer off: status says layers.seccomp false" test "$(ctl status | jq -r .layers.seccomp)" = false
+ctl verify sc1 --json > "$T/v.json"; rc=$?
+check "layer off: verify fails on the seccomp layer alone (exit $rc, $(jq -c '[.layers[].held]' "$T/v.json"))" \
+	sh -c "test $rc != 0 && test \"\$(jq -c '[.layers.netns.held, .layers.bpf.held, .layers.seccomp.held]' $T/v.json)\" = '[true,true,false]'"
 check "layer off: the start logs it as unsafe" grep -q 'seccomp=off' "$T/agent.log"
 bk_stop_agent
 check "no exec cgroup left" test -z "$(exec_cgroups_left)"
