@@ -102,7 +102,8 @@ struct bk_exec_req {
 	void *spawned_ud;
 };
 
-#define BK_PH_SECCOMP 5 /* t_us[] */
+#define BK_PH_SECCOMP 5      /* t_us[] */
+#define BK_PH_SECCOMP_READ 6
 
 struct bk_exec_result {
 	char exec_id[24];
@@ -139,8 +140,9 @@ struct bk_exec_result {
 	uint64_t denied_total;
 	/* phase timings (µs): cgroup, bpf, spawn (until the child's setup
 	 * report), run, teardown; and, inside spawn, the seccomp layer's
-	 * steps, install and read-back (BK_PH_SECCOMP, timed by the child) */
-	uint32_t t_us[6];
+	 * steps, timed by the child: the install (BK_PH_SECCOMP) and the
+	 * read-back from /proc (BK_PH_SECCOMP_READ) */
+	uint32_t t_us[7];
 	/* failure: layer != "" means the command did not run */
 	char layer[24];
 	char error[512];

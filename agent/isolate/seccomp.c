@@ -235,45 +235,56 @@ int bk_seccomp_install(const struct bk_seccomp *f)
 	return 0;
 }
 
-/* The number after "\nKEY:" in buf, or -1. */
-static int field(const char *buf, size_t n, const char *key)
+/* "KEY:\tNUMBER" in the line [l, l + n): the number, else -1. */
+static int field(const char *l, size_t n, const char *key)
 {
-	size_t kl = strlen(key);
-	for (size_t i = 0; i + kl + 1 < n; i++) {
-		if ((i > 0 && buf[i - 1] != '\n') || memcmp(buf + i, key, kl) != 0 || buf[i + kl] != ':')
-			continue;
-		size_t j = i + kl + 1;
-		while (j < n && (buf[j] == ' ' || buf[j] == '\t'))
-			j++;
-		if (j >= n || buf[j] < '0' || buf[j] > '9')
-			return -1;
-		int v = 0;
-		while (j < n && buf[j] >= '0' && buf[j] <= '9' && v < 100000)
-			v = v * 10 + (buf[j++] - '0');
-		return v;
-	}
-	return -1;
+	size_t kl = strlen(key), j = kl + 1;
+	if (n <= j || memcmp(l, key, kl) != 0 || l[kl] != ':')
+		return -1;
+	while (j < n && (l[j] == ' ' || l[j] == '\t'))
+		j++;
+	if (j >= n || l[j] < '0' || l[j] > '9')
+		return -1;
+	int v = 0;
+	while (j < n && l[j] >= '0' && l[j] <= '9' && v < 100000)
+		v = v * 10 + (l[j++] - '0');
+	return v;
 }
 
+/* Line by line through a buffer of half a page (the file is ~1.5 KiB,
+ * the two fields in its first half; each page of stack touched here is a
+ * copy-on-write fault in a fresh child), stopping at the two fields. */
 int bk_seccomp_read_self(int *mode, int *filters)
 {
-	char buf[8192];
+	char buf[2048];
+	*mode = *filters = -1;
 	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	size_t n = 0;
-	for (;;) {
-		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+	size_t have = 0;
+	while (*mode < 0 || *filters < 0) {
+		ssize_t r = read(fd, buf + have, sizeof(buf) - have);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
-		n += (size_t)r;
-		if (n == sizeof(buf))
-			break;
+		have += (size_t)r;
+		size_t from = 0;
+		for (size_t i = 0; i < have; i++) {
+			if (buf[i] != '\n')
+				continue;
+			int v;
+			if ((v = field(buf + from, i - from, "Seccomp")) >= 0)
+				*mode = v;
+			else if ((v = field(buf + from, i - from, "Seccomp_filters")) >= 0)
+				*filters = v;
+			from = i + 1;
+		}
+		if (from == 0 && have == sizeof(buf))
+			from = have; /* a line longer than the buffer: not ours */
+		memmove(buf, buf + from, have - from);
+		have -= from;
 	}
 	close(fd);
-	*mode = field(buf, n, "Seccomp");
-	*filters = field(buf, n, "Seccomp_filters");
 	return *mode < 0 || *filters < 0 ? -ENOENT : 0;
 }

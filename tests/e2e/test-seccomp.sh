@@ -105,8 +105,8 @@ ctl verify sc1 --json > "$T/v.json"; rc=$?
 check "verify: layers.seccomp held, mode 2, and it passes (exit $rc, $(jq -c .layers.seccomp "$T/v.json"))" \
 	sh -c "test $rc = 0 && jq -e '.layers.seccomp | .held and .mode == 2 and .filters >= 1' $T/v.json >/dev/null"
 bk_exec sc1 -- true
-check "the audit line times the install (phases_us.seccomp)" \
-	sh -c "grep '\"exec_id\":\"$(j .exec_id)\"' $T/agent.log | jq -e '.phases_us.seccomp >= 0' >/dev/null"
+check "the audit line times the install and the read-back (phases_us.seccomp, seccomp_readback)" \
+	sh -c "grep '\"exec_id\":\"$(j .exec_id)\"' $T/agent.log | jq -e '.phases_us.seccomp >= 0 and .phases_us.seccomp_readback >= 0' >/dev/null"
 
 # --- switched off: needs testing.allow_unsafe -------------------------------------------------
 bk_stop_agent
