@@ -147,3 +147,4 @@ check "layer off: verify fails on the seccomp layer alone (exit $rc, $(jq -c '[.
 check "layer off: the start logs it as unsafe" grep -q 'seccomp=off' "$T/agent.log"
 bk_stop_agent
 check "no exec cgroup left" test -z "$(exec_cgroups_left)"
+check "no sanitizer report in the agent log" sh -c "! grep -qE 'ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:' $T/agent.log"
