@@ -227,9 +227,11 @@ static void log_startup_warnings(const struct bk_config *c)
 			log_warn("deny_override", LS("profile", c->policy.prof[i].name), LS("cidr", cidr),
 				 LS("msg", "operator override: this deny-set entry is not denied for this profile"));
 		}
-	if (!c->layer_netns || !c->layer_bpf || !c->layer_landlock)
-		log_warnf("layer_disabled", "UNSAFE: layers turned off by configuration: netns=%s bpf=%s landlock=%s",
-			  c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off", c->layer_landlock ? "on" : "off");
+	if (!c->layer_netns || !c->layer_bpf || !c->layer_landlock || !c->layer_seccomp)
+		log_warnf("layer_disabled",
+			  "UNSAFE: layers turned off by configuration: netns=%s bpf=%s landlock=%s seccomp=%s",
+			  c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off", c->layer_landlock ? "on" : "off",
+			  c->layer_seccomp ? "on" : "off");
 }
 
 /* One detached thread per connection, at most MAX_CONNS at once. */
@@ -306,8 +308,9 @@ int main(int argc, char **argv)
 		return r;
 	if (check_only) {
 		/* the config parsed above (errors exit earlier): say what it means */
-		printf("config ok: %d profile(s), default \"%s\", layers netns=%s bpf=%s\n", c->policy.n,
-		       c->policy.default_profile, c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off");
+		printf("config ok: %d profile(s), default \"%s\", layers netns=%s bpf=%s seccomp=%s\n", c->policy.n,
+		       c->policy.default_profile, c->layer_netns ? "on" : "off", c->layer_bpf ? "on" : "off",
+		       c->layer_seccomp ? "on" : "off");
 		return 0;
 	}
 	if (geteuid() != 0) {

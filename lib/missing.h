@@ -32,3 +32,6 @@
 #define __NR_landlock_add_rule 445
 #define __NR_landlock_restrict_self 446
 #endif
+#ifndef __NR_open_tree_attr
+#define __NR_open_tree_attr 467 /* 6.15: open_tree with mount attributes (the mount API) */
+#endif

@@ -126,6 +126,9 @@ static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_resu
 	cJSON_AddNumberToObject(iso, "pids_max", (double)r->pids_max);
 	cJSON_AddNumberToObject(iso, "memory_max", (double)r->memory_max);
 	cJSON_AddBoolToObject(iso, "landlock", r->landlock);
+	cJSON *sc = cJSON_AddObjectToObject(iso, "seccomp");
+	cJSON_AddNumberToObject(sc, "mode", r->seccomp_mode);
+	cJSON_AddNumberToObject(sc, "filters", r->seccomp_filters);
 	cJSON_AddNumberToObject(iso, "uid", r->uid);
 	cJSON_AddNumberToObject(iso, "gid", r->gid);
 	cJSON_AddBoolToObject(iso, "no_new_privs", true);

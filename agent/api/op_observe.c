@@ -135,6 +135,7 @@ static cJSON *pod_report_json(const struct bk_pod_report *r)
 		cJSON *layers = cJSON_AddObjectToObject(o, "layers");
 		cJSON_AddStringToObject(layers, "netns", r->netns_fresh ? "fresh" : "pod");
 		cJSON_AddBoolToObject(layers, "bpf", r->layer_bpf);
+		cJSON_AddBoolToObject(layers, "seccomp", r->layer_seccomp);
 		cJSON_AddBoolToObject(layers, "cgroup", true);
 	} else {
 		cJSON_AddStringToObject(o, "policy_error", r->policy_error);
@@ -193,6 +194,7 @@ char *bk_api_status(struct bk_agent *a)
 	cJSON *layers = cJSON_AddObjectToObject(b, "layers");
 	cJSON_AddBoolToObject(layers, "netns", s.layer_netns);
 	cJSON_AddBoolToObject(layers, "bpf", s.layer_bpf);
+	cJSON_AddBoolToObject(layers, "seccomp", s.layer_seccomp);
 	cJSON_AddStringToObject(b, "kernel", s.features.kernel);
 	cJSON_AddItemToObject(b, "features", bk_api_features_json(&s.features));
 	cJSON_AddNumberToObject(b, "live_execs", (double)s.live_execs);
@@ -253,6 +255,10 @@ char *bk_api_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *arg
 	cJSON_AddNumberToObject(lb, "programs_attached", v.bpf.programs_attached);
 	cJSON_AddBoolToObject(lb, "held_to_end", v.bpf.held_to_end);
 	cJSON_AddBoolToObject(lb, "held", v.bpf.held);
+	cJSON *ls = cJSON_AddObjectToObject(layers, "seccomp");
+	cJSON_AddNumberToObject(ls, "mode", v.seccomp.mode);
+	cJSON_AddNumberToObject(ls, "filters", v.seccomp.filters);
+	cJSON_AddBoolToObject(ls, "held", v.seccomp.held);
 	cJSON *probes = cJSON_AddArrayToObject(out, "probes");
 	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
 		const struct bk_verify_probe *pr = &v.probes[i];

@@ -257,13 +257,20 @@ static int cmd_verify(int argc, char **argv)
 		const cJSON *layers = cJSON_GetObjectItemCaseSensitive(b, "layers");
 		const cJSON *ln = cJSON_GetObjectItemCaseSensitive(layers, "netns");
 		const cJSON *lb = cJSON_GetObjectItemCaseSensitive(layers, "bpf");
+		const cJSON *ls = cJSON_GetObjectItemCaseSensitive(layers, "seccomp");
 		if (ln && lb)
-			printf("layers: netns %s (%s) %s, bpf %d programs %s\n",
+			printf("layers: netns %s (%s) %s, bpf %d programs %s",
 			       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ln, "mode")),
 			       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ln, "interfaces")),
 			       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ln, "held")) ? "held" : "DID NOT HOLD",
 			       cJSON_GetObjectItemCaseSensitive(lb, "programs_attached")->valueint,
 			       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lb, "held")) ? "held" : "DID NOT HOLD");
+		if (ln && lb && ls)
+			printf(", seccomp mode %d %s",
+			       (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ls, "mode")),
+			       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ls, "held")) ? "held" : "DID NOT HOLD");
+		if (ln && lb)
+			printf("\n");
 		printf("%-16s %-28s %-14s %9s  %s\n", "probe", "address", "result", "ms", "stopped by");
 		const cJSON *pj;
 		cJSON_ArrayForEach(pj, cJSON_GetObjectItemCaseSensitive(b, "probes"))

@@ -4,6 +4,7 @@
 #include "agent/isolate/landlock.h"
 #include "agent/isolate/netlink.h"
 #include "agent/isolate/privs.h"
+#include "agent/isolate/seccomp.h"
 #include "agent/isolate/step.h"
 #include "lib/err.h"
 #include "lib/log.h"
@@ -12,6 +13,7 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -20,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 
 /* The child's report on the info pipe. */
 struct child_msg {
@@ -28,6 +31,8 @@ struct child_msg {
 	char layer[24];
 	char msg[200];
 	uint64_t netns_ino;
+	int seccomp_mode, seccomp_filters; /* read back from /proc/self/status */
+	uint32_t seccomp_ns[2];            /* the layer's steps: install, read-back */
 	int n_if;
 	char ifaces[BK_MAX_IFACES][IFNAMSIZ];
 };
@@ -39,6 +44,7 @@ struct child_args {
 	bool fresh_netns;
 	int netns_fd;
 	int landlock_fd;
+	const struct bk_seccomp *seccomp; /* NULL: the layer is off (testing) */
 	int cap_last;
 	const char *fault;        /* testing.fault: child_steps[] says where it acts */
 	uid_t uid;
@@ -107,6 +113,7 @@ static int join_v1_cgroups(struct child_args *a)
 static bool fresh(const struct child_args *a) { return a->fresh_netns; }
 static bool pod_netns(const struct child_args *a) { return !a->fresh_netns; }
 static bool landlock_on(const struct child_args *a) { return a->landlock_fd >= 0; }
+static bool seccomp_on(const struct child_args *a) { return a->seccomp != NULL; }
 
 /* A fresh namespace, made by the agent and never used, lo up. */
 static int enter_fresh_netns(struct child_args *a)
@@ -211,6 +218,39 @@ static int enter_cwd(struct child_args *a)
 	return 0;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* The filter, last before execve: every step above needs what it denies
+ * (setns, unshare, mount). no_new_privs is set by the drop. */
+static int apply_seccomp(struct child_args *a)
+{
+	uint64_t t0 = mono_ns();
+	int r = bk_seccomp_install(a->seccomp);
+	a->ready.seccomp_ns[0] = (uint32_t)(mono_ns() - t0);
+	if (r < 0)
+		return failed(a, "cannot install the seccomp filter", -r);
+	return 0;
+}
+
+/* The receipt, read back from the kernel (also with the layer off): the
+ * filter must be in force. */
+static int seccomp_receipt(struct child_args *a)
+{
+	uint64_t t0 = mono_ns();
+	int r = bk_seccomp_read_self(&a->ready.seccomp_mode, &a->ready.seccomp_filters);
+	a->ready.seccomp_ns[1] = (uint32_t)(mono_ns() - t0);
+	if (r < 0)
+		return failed(a, "cannot read Seccomp from /proc/self/status", -r);
+	if (a->seccomp && (a->ready.seccomp_mode != SECCOMP_MODE_FILTER || a->ready.seccomp_filters < 1))
+		return failed(a, "the seccomp filter is not in force after its install", EPERM);
+	return 0;
+}
+
 /* Returns only on failure. */
 static int exec_shell(struct child_args *a)
 {
@@ -238,6 +278,9 @@ static const struct child_step {
 	{ "container", .run = drop_privileges },
 	{ "landlock",  .run = apply_landlock,    .when = landlock_on },
 	{ "container", .run = enter_cwd },
+	{ "seccomp",   .run = apply_seccomp,     .when = seccomp_on,
+	  .fault = { "seccomp", EPERM, "injected fault: seccomp filter refused" } },
+	{ "seccomp",   .run = seccomp_receipt },
 	{ "exec",      .run = exec_shell },
 };
 
@@ -311,6 +354,10 @@ static int wait_report(struct exec_ctx *x, int info_fd)
 			       last.err ? ": " : "", last.err ? strerror(last.err) : "");
 	}
 	x->res->netns_inode = last.netns_ino;
+	x->res->seccomp_mode = last.seccomp_mode;
+	x->res->seccomp_filters = last.seccomp_filters;
+	x->res->t_us[BK_PH_SECCOMP] = (last.seccomp_ns[0] + 500) / 1000;
+	x->res->t_us[BK_PH_SECCOMP_READ] = (last.seccomp_ns[1] + 500) / 1000;
 	x->res->n_ifaces = last.n_if < BK_MAX_IFACES ? last.n_if : BK_MAX_IFACES;
 	memcpy(x->res->ifaces, last.ifaces, sizeof(x->res->ifaces));
 	return 0;
@@ -329,6 +376,7 @@ int bk_step_spawn(struct exec_ctx *x)
 		.info_fd = info_wr, .out_fd = out_wr, .err_fd = err_wr, .devnull = e->devnull,
 		.pidfd = x->pod->sandbox_pidfd, .pids_procs = x->cg.pids_procs_fd, .mem_procs = x->cg.mem_procs_fd,
 		.fresh_netns = x->fresh_netns, .netns_fd = x->netns_fd, .landlock_fd = x->landlock_fd,
+		.seccomp = x->cfg->layer_seccomp ? &e->seccomp : NULL,
 		.cap_last = e->cap_last, .fault = x->cfg->fault[0] ? x->cfg->fault : NULL,
 		.uid = x->pod->uid, .gid = x->pod->gid, .cwd = req->cwd ? req->cwd : "/workspace",
 		.argv = argv, .envp = req->env,

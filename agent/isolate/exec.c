@@ -69,6 +69,8 @@ int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t
 	e->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (e->self_pidns < 0 || e->self_netns < 0 || e->devnull < 0)
 		return bk_fail_buf(err, errlen, -errno, "cannot open /proc/self/ns/pid or /dev/null: %s", strerror(errno));
+	if (cfg->layer_seccomp && (r = bk_seccomp_build(&e->seccomp)) < 0)
+		return bk_fail_buf(err, errlen, r, "seccomp: the exec filter does not fit a classic BPF program");
 	if (cfg->layer_netns && (r = bk_netns_pool_start(&e->netns, e->self_netns, err, errlen)) < 0)
 		return r;
 	if (cfg->layer_bpf && (r = engine_bpf(e, err, errlen)) < 0)

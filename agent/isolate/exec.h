@@ -22,7 +22,8 @@
  * (netns), enter the sandbox container's mnt/uts/ipc/cgroup namespaces, a
  * nested pid namespace and its own /proc, stdio and rlimits (container),
  * the one privilege drop bk_privs_drop (container), Landlock
- * (landlock), then execve /bin/sh -c COMMAND (exec). The agent then
+ * (landlock), the seccomp filter and its read-back (seccomp, seccomp.h),
+ * then execve /bin/sh -c COMMAND (exec). The agent then
  * collects output under caps; the timeout or the requester's hang-up kills
  * the whole cgroup; the teardown releases what the steps made.
  *
@@ -40,6 +41,7 @@
 #include "agent/isolate/filter.h"
 #include "agent/isolate/netlink.h"
 #include "agent/isolate/netns.h"
+#include "agent/isolate/seccomp.h"
 #include "agent/caller/pod.h"
 
 #define BK_DENIED_MAX 64
@@ -78,6 +80,7 @@ struct bk_engine {
 	struct bk_netns_pool netns; /* fresh network namespaces made ahead of time */
 	int cap_last;
 	struct bk_features features; /* what the kernel offers, probed at start */
+	struct bk_seccomp seccomp;   /* the exec filter, built at start (layers.seccomp) */
 };
 
 struct bk_exec_req {
@@ -98,6 +101,9 @@ struct bk_exec_req {
 	void (*spawned)(void *ud);
 	void *spawned_ud;
 };
+
+#define BK_PH_SECCOMP 5      /* t_us[] */
+#define BK_PH_SECCOMP_READ 6
 
 struct bk_exec_result {
 	char exec_id[24];
@@ -123,6 +129,8 @@ struct bk_exec_result {
 				       * no ended exec's links went meanwhile (bk_filter_holes) */
 	bool requester_gone;          /* killed because the requester hung up */
 	bool landlock;                /* the execute allowlist was applied */
+	int seccomp_mode;             /* /proc/<pid>/status of the command: Seccomp (2: filter) */
+	int seccomp_filters;          /* ... and Seccomp_filters */
 	uint32_t uid, gid;
 	char policy[64];
 	char policy_digest[65];
@@ -132,8 +140,10 @@ struct bk_exec_result {
 	int n_denied;
 	uint64_t denied_total;
 	/* phase timings (µs): cgroup, bpf, spawn (until the child's setup
-	 * report), run, teardown */
-	uint32_t t_us[5];
+	 * report), run, teardown; and, inside spawn, the seccomp layer's
+	 * steps, timed by the child: the install (BK_PH_SECCOMP) and the
+	 * read-back from /proc (BK_PH_SECCOMP_READ) */
+	uint32_t t_us[7];
 	/* failure: layer != "" means the command did not run */
 	char layer[24];
 	char error[512];

@@ -51,9 +51,9 @@ const struct bk_feature_desc bk_feature_desc[BK_F_N] = {
 	[BK_F_OPENAT2] = { "openat2", BK_NEED_ALWAYS, "openat2 with RESOLVE_IN_ROOT (5.6)", NULL },
 	[BK_F_LANDLOCK] = { "landlock", BK_NEED_OPTIONAL, "Landlock (5.13, and in the boot-time LSM list)",
 			    "execs of sessions with allowed_commands fail closed (layer landlock)" },
-	[BK_F_SECCOMP] = { "seccomp_filter", BK_NEED_OPTIONAL, "seccomp filters (3.5; SECCOMP_GET_ACTION_AVAIL 4.14)",
-			   "nothing in the agent (it installs no filter; sandbox containers get their runtime's "
-			   "RuntimeDefault profile)" },
+	[BK_F_SECCOMP] = { "seccomp_filter", BK_NEED_SECCOMP,
+			   "seccomp filters (3.5; SECCOMP_GET_ACTION_AVAIL 4.14), which carry the per-exec seccomp layer",
+			   NULL },
 };
 
 const char *bk_features_identity(const struct bk_features *f)
@@ -282,6 +282,7 @@ static bool needed(const struct bk_features *f, const struct bk_config *cfg, enu
 	switch (bk_feature_desc[k].need) {
 	case BK_NEED_ALWAYS: return true;
 	case BK_NEED_BPF: return cfg->layer_bpf;
+	case BK_NEED_SECCOMP: return cfg->layer_seccomp;
 	case BK_NEED_FALLBACK: return !f->peerpidfd;
 	default: return false;
 	}

@@ -37,6 +37,7 @@ enum bk_feature {
 enum bk_need {
 	BK_NEED_ALWAYS,
 	BK_NEED_BPF,          /* with the BPF layer on */
+	BK_NEED_SECCOMP,      /* with the seccomp layer on */
 	BK_NEED_FALLBACK,     /* when callers are identified without SO_PEERPIDFD */
 	BK_NEED_OPTIONAL,
 };

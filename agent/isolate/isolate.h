@@ -30,8 +30,10 @@
  *   netlink.c   rtnetlink without allocation (lo up, interfaces, addresses)
  *   landlock.c  the execute allowlist: paths and interpreters beneath the
  *               sandbox's root, the ruleset (the landlock step), applying it
+ *   seccomp.c   the exec's seccomp filter: built at start (classic BPF),
+ *               installed by the exec child just before execve, read back
  *   child.c     the exec child: its spawn (clone3, the spawn step) and its
  *               own steps up to execve (netns, container, privileges,
- *               Landlock)
+ *               Landlock, seccomp)
  */
 #pragma once

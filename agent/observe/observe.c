@@ -314,6 +314,7 @@ int bk_obs_pod_report(struct bk_agent *a, const struct bk_pod *p, bool with_node
 		sha256_hex(txt, n > 0 ? (size_t)n : 0, o->profile_digest);
 		o->netns_fresh = a->cfg.layer_netns && prof->fresh_netns;
 		o->layer_bpf = a->engine.filter != NULL;
+		o->layer_seccomp = a->cfg.layer_seccomp;
 	}
 	if (a->engine.filter && with_node_objects)
 		read_node_objects(a, o);
@@ -391,6 +392,7 @@ int bk_obs_status(struct bk_agent *a, struct bk_node_status *o)
 	snprintf(o->selftest_error, sizeof(o->selftest_error), "%s", a->selftest_error);
 	o->layer_netns = a->cfg.layer_netns;
 	o->layer_bpf = a->engine.filter != NULL;
+	o->layer_seccomp = a->cfg.layer_seccomp;
 	o->live_execs = a->engine.live;
 	o->execs_ok = a->execs_ok;
 	o->execs_failed = a->execs_failed;
@@ -496,6 +498,11 @@ static void judge(const struct bk_agent *a, int nprobe, const struct bk_exec_res
 	v->bpf.held = res->n_progs == BK_NPROGS && res->bpf_held;
 	if (!v->bpf.held)
 		v->passed = false;
+	v->seccomp.mode = res->seccomp_mode;
+	v->seccomp.filters = res->seccomp_filters;
+	v->seccomp.held = res->seccomp_mode == 2 && res->seccomp_filters >= 1;
+	if (!v->seccomp.held)
+		v->passed = false;
 	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
 		struct bk_verify_probe *pr = &v->probes[i];
 		pr->target = bk_target_names[i];
@@ -537,7 +544,9 @@ static void log_verify(const struct bk_pod *p, const struct bk_verify_result *v)
 		  LO("netns", LS("mode", v->netns.fresh ? "fresh" : "pod"), LS("interfaces", v->netns.interfaces),
 		     LB("held", v->netns.held)),
 		  LO("bpf", LI("programs_attached", v->bpf.programs_attached), LB("held_to_end", v->bpf.held_to_end),
-		     LB("held", v->bpf.held))),
+		     LB("held", v->bpf.held)),
+		  LO("seccomp", LI("mode", v->seccomp.mode), LI("filters", v->seccomp.filters),
+		     LB("held", v->seccomp.held))),
 	       ((struct log_field){ .key = "probes", .type = LF_OBJ, .o = probes }), LB("passed", v->passed));
 }
 

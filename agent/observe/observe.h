@@ -111,6 +111,7 @@ struct bk_pod_report {
 	char profile_digest[65];
 	bool netns_fresh;                  /* layers */
 	bool layer_bpf;
+	bool layer_seccomp;
 	bool node_objects;                 /* progs and maps were read (the BPF layer is on) */
 	struct bk_obs_pinned_prog progs[BK_NPROGS];
 	struct bk_obs_map maps[BK_OBS_MAPS];
@@ -140,7 +141,7 @@ struct bk_node_status {
 	uint64_t selftest_runs, selftest_failures;
 	int64_t selftest_last_ok;
 	char selftest_error[512];
-	bool layer_netns, layer_bpf;
+	bool layer_netns, layer_bpf, layer_seccomp;
 	uint64_t live_execs, execs_ok, execs_failed, refused_callers, requests;
 	bool have_bpf;                     /* the BPF layer's counters below */
 	uint64_t denied_total, events_lost, events_suppressed;
@@ -182,6 +183,10 @@ struct bk_verify_result {
 		bool held_to_end;
 		bool held;
 	} bpf;
+	struct {
+		int mode, filters;             /* the receipt's read-back from /proc */
+		bool held;                     /* mode 2 (filter) */
+	} seccomp;
 	struct bk_verify_probe probes[BK_VERIFY_PROBES];
 	bool passed;
 };

@@ -24,6 +24,7 @@ void bk_config_defaults(struct bk_config *c)
 	c->layer_netns = true;
 	c->layer_bpf = true;
 	c->layer_landlock = true;
+	c->layer_seccomp = true;
 	bk_policy_defaults(&c->policy);
 	strcpy(c->targets[0], "169.254.169.254:80");
 	strcpy(c->targets[1], "10.96.0.1:443");
@@ -140,7 +141,7 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 					   "profile_selectors", "verify_targets", "selftest_interval", NULL };
 	static const char *const exec_keys[] = { "pids_max", "memory_max", "timeout_default", "timeout_max",
 						 "output_cap", NULL };
-	static const char *const layer_keys[] = { "netns", "bpf", "landlock", NULL };
+	static const char *const layer_keys[] = { "netns", "bpf", "landlock", "seccomp", NULL };
 	static const char *const test_keys[] = { "allow_unsafe", "fault", "mask_features", NULL };
 	if ((r = check_keys(root, "the top level", top, err, errlen)) < 0)
 		goto out;
@@ -195,7 +196,8 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 		if (!cJSON_IsObject(lay) || (r = check_keys(lay, "\"layers\"", layer_keys, err, errlen)) < 0 ||
 		    (r = get_bool(lay, "netns", &c->layer_netns, err, errlen)) < 0 ||
 		    (r = get_bool(lay, "bpf", &c->layer_bpf, err, errlen)) < 0 ||
-		    (r = get_bool(lay, "landlock", &c->layer_landlock, err, errlen)) < 0) {
+		    (r = get_bool(lay, "landlock", &c->layer_landlock, err, errlen)) < 0 ||
+		    (r = get_bool(lay, "seccomp", &c->layer_seccomp, err, errlen)) < 0) {
 			if (!err[0])
 				snprintf(err, errlen, "config: \"layers\" must be an object");
 			r = -EINVAL;
@@ -233,6 +235,11 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	if (!c->layer_bpf && !c->allow_unsafe) {
 		r = bk_fail_buf(err, errlen, -EINVAL,
 				"config: the BPF layer can only be turned off together with testing.allow_unsafe");
+		goto out;
+	}
+	if (!c->layer_seccomp && !c->allow_unsafe) {
+		r = bk_fail_buf(err, errlen, -EINVAL,
+				"config: the seccomp layer can only be turned off together with testing.allow_unsafe");
 		goto out;
 	}
 	if (c->fault[0] && !c->allow_unsafe) {

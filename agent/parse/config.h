@@ -29,8 +29,9 @@ struct bk_config {
 	bool layer_netns;         /* fresh netns per exec */
 	bool layer_bpf;           /* BPF egress filters; false only with testing.allow_unsafe */
 	bool layer_landlock;      /* kernel execute allowlist for sessions with allowed_commands */
-	bool allow_unsafe;        /* testing switch: permits turning the BPF layer off */
-	char fault[32];           /* testing: inject a failure at "cgroup", "bpf", "netns", "setns" */
+	bool layer_seccomp;       /* per-exec seccomp filter; false only with testing.allow_unsafe */
+	bool allow_unsafe;        /* testing switch: permits turning the BPF or seccomp layer off */
+	char fault[32];           /* testing: inject a failure at "cgroup", "bpf", "netns", "setns", "seccomp", ... */
 	/* testing: kernel features to treat as missing after the start's probe
 	 * (agent/isolate/features.h names them; an unknown name stops the
 	 * start), e.g. "so_peerpidfd" to identify callers by the SO_PEERCRED

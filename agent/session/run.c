@@ -117,7 +117,8 @@ static void audit(const struct bk_pod *pod, const struct bk_exec_result *res, in
 	LS("exec_id", res->exec_id), LS("pod", pod->pod_name), LS("namespace", pod->pod_namespace),          \
 		LS("pod_uid", pod->pod_uid), LD("duration_ms", res->duration_ms),                          \
 		LO("phases_us", LI("cgroup", res->t_us[0]), LI("bpf", res->t_us[1]), LI("spawn", res->t_us[2]), \
-		   LI("run", res->t_us[3]), LI("teardown", res->t_us[4]))
+		   LI("run", res->t_us[3]), LI("teardown", res->t_us[4]), LI("seccomp", res->t_us[BK_PH_SECCOMP]),   \
+		   LI("seccomp_readback", res->t_us[BK_PH_SECCOMP_READ]))
 	if (r < 0) {
 		log_warn("exec", EXEC_HEAD, LS("outcome", "isolation_failed"), LS("layer", res->layer),
 			 LS("error", res->error));

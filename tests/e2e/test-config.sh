@@ -11,6 +11,7 @@ bad() { echo "$2" > "$T/bad.json"; out=$("$AGENT" --config "$T/bad.json" --check
 	check "refused: $1" sh -c "test $rc -ne 0 && test \$(printf '%s\n' \"$out\" | wc -l) -eq 1"; }
 bad "unknown key" '{"sokcet":"/x"}'
 bad "BPF off without allow_unsafe" '{"layers":{"bpf":false}}'
+bad "seccomp off without allow_unsafe" '{"layers":{"seccomp":false}}'
 bad "trailing text" '{"socket":"/x"} {"layers":{"bpf":false}}'
 bad "fault without allow_unsafe" '{"testing":{"fault":"bpf"}}'
 bad "pids_max out of range" '{"exec":{"pids_max":1}}'

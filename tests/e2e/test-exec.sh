@@ -141,10 +141,10 @@ check "no exec link pins left (reaped once the kernel released the cgroups)" gon
 check "netns count back to baseline ($nets_before -> $(lsns -t net -n | wc -l))" test "$(lsns -t net -n | wc -l)" -le "$((nets_before + 3))"
 
 # --- fail closed -----------------------------------------------------------------------
-for fault in cgroup bpf netns setns pidns; do
+for fault in cgroup bpf netns setns pidns seccomp; do
 	bk_stop_agent; bk_start_agent "{\"testing\":{\"allow_unsafe\":true,\"fault\":\"$fault\"}}"
 	ctl exec ex1 --json -- touch "/workspace/ran-$fault" > "$T/last.json"
-	case $fault in cgroup) want=cgroup;; bpf) want=bpf;; netns) want=netns;; *) want=container;; esac
+	case $fault in cgroup) want=cgroup;; bpf) want=bpf;; netns) want=netns;; seccomp) want=seccomp;; *) want=container;; esac
 	check "fault $fault: refused, names layer $want" test "$(j .code) $(j .layer)" = "isolation_failed $want"
 done
 bk_stop_agent; bk_start_agent

@@ -64,6 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(c.output_cap >= 1024 && c.output_cap <= (64u << 20), "output_cap %llu",
 		      (unsigned long long)c.output_cap);
 		CHECK(c.layer_bpf || c.allow_unsafe, "the BPF layer is off without testing.allow_unsafe");
+		CHECK(c.layer_seccomp || c.allow_unsafe, "the seccomp layer is off without testing.allow_unsafe");
 		CHECK(c.n_mask_features >= 0 && c.n_mask_features <= BK_MAX_MASKED, "n_mask_features %d",
 		      c.n_mask_features);
 		CHECK(c.n_mask_features == 0 || c.allow_unsafe, "testing.mask_features without testing.allow_unsafe");
@@ -82,6 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		e = bk_config_parse(&c, json, size, err, sizeof(err));
 		CHECK(e == 0, "a config that parsed once fails the second time: %s", err);
 		CHECK(c.layer_bpf || c.allow_unsafe, "merge: BPF off without allow_unsafe");
+		CHECK(c.layer_seccomp || c.allow_unsafe, "merge: seccomp off without allow_unsafe");
 		CHECK(c.n_mask_features == 0 || c.allow_unsafe, "merge: mask_features without allow_unsafe");
 		CHECK(c.timeout_default <= c.timeout_max, "merge: timeout_default > timeout_max");
 	}
