@@ -20,6 +20,22 @@ struct wipe {
 
 static void wipe_dir(struct wipe *w, int dfd, int depth);
 
+/* chmod 0700 of the directory dfd/name without following a link:
+ * fchmodat2(AT_SYMLINK_NOFOLLOW) from 6.6; before that fchmodat, which
+ * follows a link, after a check that name is still our directory. A link
+ * swapped in between can only lead to a file the sandbox user owns (the
+ * helper runs as that user, without capabilities), whose mode the user
+ * could change itself; nothing else is written. */
+static void give_back(int dfd, const char *name)
+{
+	if (syscall(SYS_fchmodat2, dfd, name, 0700, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOSYS)
+		return;
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+		if (fchmodat(dfd, name, 0700, 0) < 0)
+			return; /* the unlink below reports it as kept */
+}
+
 static void wipe_entry(struct wipe *w, int dfd, const char *name, const struct stat *st, int depth)
 {
 	w->ops++;
@@ -29,10 +45,9 @@ static void wipe_entry(struct wipe *w, int dfd, const char *name, const struct s
 			return;
 		}
 		/* a directory the user made unreadable or unwritable: its
-		 * owner (us) may give the permission back; fchmodat2 with
-		 * AT_SYMLINK_NOFOLLOW never acts through a link */
+		 * owner (us) may give the permission back */
 		if (st->st_uid == w->uid && (st->st_mode & 0700) != 0700)
-			syscall(SYS_fchmodat2, dfd, name, 0700, AT_SYMLINK_NOFOLLOW);
+			give_back(dfd, name);
 		int cfd = bkf_beneath(dfd, name, O_RDONLY | O_DIRECTORY);
 		if (cfd >= 0) {
 			wipe_dir(w, cfd, depth + 1);

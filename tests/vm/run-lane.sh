@@ -16,8 +16,9 @@
 #                  space separated)
 #   BK_VM_E2E_DIR  where the tests are (default tests/e2e; e.g. a patched copy)
 #   BK_BIN         the binaries to test (default: $PWD/build)
-#   BK_VM_TIMEOUT  the whole VM's time limit in seconds (default: 2700 for
-#                  full, 1200 for check)
+#   BK_VM_TIMEOUT  the whole VM's time limit in seconds (default: 3600 for
+#                  full, 1800 for check: safety nets, about twice the
+#                  time a lane takes on an idle 2-core machine)
 #   BK_VM_MEM      guest memory in MB (default 2048)
 #   BK_VM_CPUS     guest vCPUs (default 1)
 # Inside the VM the tests see BK_VM=NAME and BK_TIME_SCALE (default 20: TCG
@@ -67,8 +68,8 @@ case $name in 6.1|6.12|7) ;; *) echo "usage: $0 6.1|6.12|7" >&2; exit 2 ;; esac
 SET_full="test-identity test-exec test-egress test-files test-observe test-recovery test-stale test-seccomp"
 SET_check="test-identity test-exec test-egress test-observe test-recovery"
 case ${BK_VM_SET:-full} in
-full) tests=$SET_full; limit=2700 ;;
-check) tests=$SET_check; limit=1200 ;;
+full) tests=$SET_full; limit=3600 ;;
+check) tests=$SET_check; limit=1800 ;;
 *) echo "BK_VM_SET: full or check" >&2; exit 2 ;;
 esac
 tests=${BK_VM_TESTS:-$tests}
