@@ -46,7 +46,7 @@ if [ "${1:-}" = --inside ]; then
 		[ -f "$f" ] || { echo "not ok - $tag $t: no such test ($f)"; fail=1; continue; }
 		echo "== $f ($BK_BIN, kernel $(uname -r))"
 		s=$SECONDS
-		timeout --kill-after=10 "${BK_VM_TEST_TIMEOUT:-900}" bash "$f" 2>&1 | prefix
+		timeout --kill-after=10 "${BK_VM_TEST_TIMEOUT:-1500}" bash "$f" 2>&1 | prefix
 		rc=${PIPESTATUS[0]}
 		echo "# $t: exit $rc, $((SECONDS - s)) s"
 		[ "$rc" -eq 0 ] || fail=1
@@ -83,7 +83,7 @@ t0=$SECONDS
 # shellcheck disable=SC2086
 scripts/vm/run.sh --kernel "$name" --timeout "${BK_VM_TIMEOUT:-$limit}" --mem "${BK_VM_MEM:-2048}" --cpus "${BK_VM_CPUS:-1}" -- \
 	env BK_BIN="$bin" BK_VM="$name" BK_TIME_SCALE="${BK_TIME_SCALE:-20}" \
-	BK_VM_E2E_DIR="${BK_VM_E2E_DIR:-tests/e2e}" BK_VM_TEST_TIMEOUT="${BK_VM_TEST_TIMEOUT:-900}" \
+	BK_VM_E2E_DIR="${BK_VM_E2E_DIR:-tests/e2e}" BK_VM_TEST_TIMEOUT="${BK_VM_TEST_TIMEOUT:-1500}" \
 	tests/vm/run-lane.sh --inside "$name" $tests
 rc=$?
 case $rc in
