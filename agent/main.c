@@ -275,7 +275,7 @@ static bool identify(struct conn *c)
 		}
 		log_warnf("caller_refused", "%s", why);
 	} else {
-		struct ucred cr;
+		struct ucred cr = { .uid = (uid_t)-1 };
 		socklen_t cl = sizeof(cr);
 		if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 && cr.uid == 0)
 			return true;

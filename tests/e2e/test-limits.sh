@@ -29,7 +29,7 @@ check "the raise is logged" grep -q '"nofile_raised"' "$T/agent.log"
 # 300 from an unprivileged host user, 300 from pod lima (keyed by its pod)
 N=300
 HOLD=$((12 * TIME_SCALE))
-setpriv --reuid=65534 --regid=65534 --clear-groups python3 - "$T/agent.sock" $N "$T/flood/host.ready" $HOLD \
+setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 - "$T/agent.sock" $N "$T/flood/host.ready" $HOLD \
 	< "$FLOOD" > "$T/flood/host.out" 2>&1 &
 fh=$!
 in_cgroup_of "$(container_cg lima shim_container_id)" python3 - "$T/agent.sock" $N "$T/flood/pod.ready" $HOLD \
@@ -82,9 +82,11 @@ sleep 1
 check "no fd left behind after the execs ($(agent_fds) vs $base)" test "$(agent_fds)" -le "$base"
 
 # --- one pod cannot starve another of descriptors ------------------------------------------------
+# soft 512 (what the old agent kept: ~15 fds per exec made ~32 execs its
+# end), hard 1024 (the exec child's own limit)
 bk_stop_agent
-BK_AGENT_WRAP="prlimit --nofile=512:512" bk_start_agent || { not_ok "agent restarts with nofile 512"; exit 1; }
-NA=30
+BK_AGENT_WRAP="prlimit --nofile=512:1024" bk_start_agent || { not_ok "agent restarts with nofile 512:1024"; exit 1; }
+NA=36
 pids=()
 for i in $(seq 1 $NA); do ctl exec lima --json -- sleep $((8 * TIME_SCALE)) > "$T/a$i.json" 2>&1 & pids+=($!); done
 sleep $((3 * TIME_SCALE))
@@ -96,4 +98,4 @@ limited=$(cat "$T"/a*.json | jq -s '[.[] | select(.code == "pod_exec_limit")] | 
 echo "# pod lima: $ran ran, $limited refused pod_exec_limit of $NA; limb: $(head -c 300 "$T/b.json")"
 check "pod lima's execs beyond its share refused with pod_exec_limit" test "${limited:-0}" -gt 0
 check "no exec failed with EMFILE" sh -c "! grep -qi 'too many open files' $T/a*.json $T/b.json"
-check "status shows the budget" test "$(ctl status | jq '.limits.exec_per_pod > 0 and .limits.nofile == 512')" = true
+check "status shows the budget" test "$(ctl status | jq '.limits.exec_per_pod > 0 and .limits.nofile == 1024')" = true
