@@ -19,12 +19,26 @@ struct bk_deny_series {
 	uint64_t count;
 };
 
+/* What the agent's own resources allow, set once at start from
+ * RLIMIT_NOFILE (main.c, agent_limits); 0 in a field means no limit. */
+struct bk_limits {
+	uint64_t nofile;         /* RLIMIT_NOFILE soft limit, raised to the hard limit */
+	int conns_max;           /* agent socket: open connections */
+	int conns_per_peer;      /* ... of one peer (a pod; a uid outside pods) */
+	int admin_max;           /* admin socket: its own budget */
+	int first_frame_ms;      /* a connection that sends no frame by then is dropped */
+	int idle_ms;             /* ... and one idle between requests */
+	int exec_budget;         /* live execs on the node (fds per exec: BK_EXEC_FDS) */
+	int exec_per_pod;        /* live execs of one pod: its share of exec_budget */
+};
+
 struct bk_agent {
 	struct bk_config cfg;
+	struct bk_limits limits;
 	struct bk_engine engine;
 	uint64_t start_ns;
 	/* counters (atomic) */
-	uint64_t requests, refused_callers, execs_ok, execs_failed, execs_timeout, execs_refused_unsafe;
+	uint64_t requests, refused_callers, refused_conns, dropped_conns, refused_execs_budget, execs_ok, execs_failed, execs_timeout, execs_refused_unsafe;
 	uint64_t layer_failures[6]; /* cgroup, bpf, netns, container, exec, other */
 	/* exec duration histogram (seconds) */
 	uint64_t hist[BK_HIST_BUCKETS + 1];

@@ -10,7 +10,10 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -23,16 +26,51 @@
 #include "lib/proto.h"
 #include "lib/util.h"
 
-#define MAX_CONNS 256
+/* ---- connections ------------------------------------------------------------------------
+ *
+ * Every open connection is a struct conn on one list, owned by the main
+ * thread's epoll loop while it is parked (waiting for a frame) and by one
+ * worker thread while a request on it is handled. A parked connection
+ * costs no thread: a thread is made for a request whose frame is there,
+ * and the connection goes back to the loop after the answer. Budgets,
+ * checked at accept before anything else is spent on the caller:
+ * per peer (bk_peer_key: the pod, or the uid outside pods) and in all on
+ * the agent socket, and a separate one on the admin socket, so that
+ * neither a pod nor a flood of host connections can lock out the others
+ * or the operator. A parked connection is dropped when its deadline
+ * passes: the first frame's (a peer that connects and says nothing) or
+ * the idle one between requests. A caller the kernel identifies as no
+ * sandbox shim (or a non-root admin caller) is answered 403 from the loop
+ * itself and dropped. */
 
 static struct bk_agent agent;
-static int active_conns;
-static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct conn {
 	int fd;
 	enum bk_caller_kind kind;
+	char key[80];          /* the peer's budget key; "" on the admin socket */
+	bool identified;
+	bool busy;             /* a worker thread has it */
+	uint64_t deadline;     /* parked: dropped at this time (ns, monotonic) */
+	struct bk_pod pod;
+	struct conn *prev, *next;
 };
+
+struct peer_count {
+	char key[80];
+	int n;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	int epfd;
+	struct conn *head;
+	int n_shim, n_admin, n_busy;
+	struct peer_count *peers;
+	int n_peers, cap_peers;
+	uint64_t last_refusal_log;
+	uint64_t refusals_unlogged;
+} cs = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1 };
 
 static int send_text(int fd, char *txt)
 {
@@ -43,60 +81,267 @@ static int send_text(int fd, char *txt)
 	return r;
 }
 
-static void *conn_main(void *arg)
+/* An answer from the loop: never blocks it (a fresh connection has room
+ * for one small message; if not, the caller loses its answer). */
+static void answer_and_drop(int fd, char *txt)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	/* unread data at close would reset the connection before the
+	 * caller reads the answer: take what it sent first */
+	char buf[4096];
+	for (int i = 0; i < 64 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; i++)
+		;
+	send_text(fd, txt);
+	close(fd);
+}
+
+static struct peer_count *peer_find(const char *key, bool add)
+{
+	for (int i = 0; i < cs.n_peers; i++)
+		if (streq(cs.peers[i].key, key))
+			return &cs.peers[i];
+	if (!add)
+		return NULL;
+	if (cs.n_peers == cs.cap_peers) {
+		int nc = cs.cap_peers ? cs.cap_peers * 2 : 16;
+		struct peer_count *np = realloc(cs.peers, (size_t)nc * sizeof(*np));
+		if (!np)
+			return NULL;
+		cs.peers = np;
+		cs.cap_peers = nc;
+	}
+	struct peer_count *pc = &cs.peers[cs.n_peers++];
+	snprintf(pc->key, sizeof(pc->key), "%s", key);
+	pc->n = 0;
+	return pc;
+}
+
+/* Under cs.lock: forget c (its fd closed, its counts given back). */
+static void conn_free_locked(struct conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		cs.head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->kind == BK_CALLER_ADMIN) {
+		cs.n_admin--;
+	} else {
+		cs.n_shim--;
+		struct peer_count *pc = peer_find(c->key, false);
+		if (pc && --pc->n == 0)
+			*pc = cs.peers[--cs.n_peers];
+	}
+	close(c->fd);
+	bk_pod_release(&c->pod);
+	free(c);
+}
+
+/* Under cs.lock: back to the loop, until deadline. */
+static void conn_park_locked(struct conn *c, int after_ms)
+{
+	c->busy = false;
+	c->deadline = now_ns() + (uint64_t)after_ms * 1000000ull;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = c };
+	if (epoll_ctl(cs.epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+		conn_free_locked(c);
+}
+
+/* One request of c (its frame is there), on its own thread. */
+static void *conn_request(void *arg)
 {
 	struct conn *c = arg;
-	_cleanup_close_ int fd = c->fd;
-	enum bk_caller_kind kind = c->kind;
-	free(c);
-	struct bk_pod pod;
-	bk_pod_init(&pod);
-	bool refused = false;
-	char why[512] = "";
-	if (kind == BK_CALLER_SHIM) {
-		if (bk_pod_from_peer(&agent.cfg, fd, &pod, why, sizeof(why)) < 0) {
-			refused = true;
-			__atomic_add_fetch(&agent.refused_callers, 1, __ATOMIC_RELAXED);
-			log_warnf("caller_refused", "%s", why);
-		} else {
-			log_info("caller_identified", LS("pod", pod.pod_name), LS("namespace", pod.pod_namespace),
-				 LS("pod_uid", pod.pod_uid), LI("pid", pod.caller_pid), LS("via", pod.identified_via));
-		}
-	} else {
-		struct ucred cr;
-		socklen_t cl = sizeof(cr);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.uid != 0) {
-			refused = true;
-			snprintf(why, sizeof(why), "the admin socket is for root only");
-			__atomic_add_fetch(&agent.refused_callers, 1, __ATOMIC_RELAXED);
-			log_warnf("caller_refused", "admin socket: uid %d refused", (int)cr.uid);
-		}
-	}
-	for (;;) {
-		char *req = NULL;
-		size_t len = 0;
-		int r = bk_recv_msg(fd, BK_REQ_MAX, &req, &len);
-		if (r == 1)
-			break;
-		if (r < 0) {
-			/* answer once with the reason, then drop the connection */
-			if (r != -ECONNRESET && r != -EPIPE)
-				send_text(fd, bk_api_error(400, "bad_frame", "%s", bk_proto_strerror(r)));
-			break;
-		}
-		bk_api_client_fd = fd;
-		char *resp = refused ? bk_api_error(403, "caller_refused", "%s", why)
-				     : bk_api_handle(&agent, kind, kind == BK_CALLER_SHIM ? &pod : NULL, req, len);
+	char *req = NULL;
+	size_t len = 0;
+	bool keep = false;
+	int r = bk_recv_msg(c->fd, BK_REQ_MAX, &req, &len);
+	if (r == 0) {
+		bk_api_client_fd = c->fd;
+		char *resp = bk_api_handle(&agent, c->kind, c->kind == BK_CALLER_SHIM ? &c->pod : NULL, req, len);
 		free(req);
-		if (send_text(fd, resp) < 0)
-			break;
-		if (refused)
-			break;
+		keep = send_text(c->fd, resp) == 0;
+	} else if (r < 0 && r != -ECONNRESET && r != -EPIPE) {
+		/* answer once with the reason, then drop the connection */
+		send_text(c->fd, bk_api_error(400, "bad_frame", "%s",
+					      r == -EAGAIN ? "the rest of the frame did not arrive in time"
+							   : bk_proto_strerror(r)));
 	}
-	pthread_mutex_lock(&conns_lock);
-	active_conns--;
-	pthread_mutex_unlock(&conns_lock);
+	pthread_mutex_lock(&cs.lock);
+	cs.n_busy--;
+	if (keep)
+		conn_park_locked(c, agent.limits.idle_ms);
+	else
+		conn_free_locked(c);
+	pthread_mutex_unlock(&cs.lock);
 	return NULL;
+}
+
+/* Rate-limited: one line per second, with how many went unlogged. */
+static void log_refusal(const char *sock, const char *key, const char *why)
+{
+	__atomic_add_fetch(&agent.refused_conns, 1, __ATOMIC_RELAXED);
+	uint64_t now = now_ns();
+	if (now - cs.last_refusal_log < 1000000000ull && cs.last_refusal_log) {
+		cs.refusals_unlogged++;
+		return;
+	}
+	log_warn("connection_refused", LS("socket", sock), LS("peer", key), LS("why", why),
+		 LI("unlogged_before", cs.refusals_unlogged));
+	cs.last_refusal_log = now;
+	cs.refusals_unlogged = 0;
+}
+
+/* A new connection: counted under its peer's budget, or refused (429)
+ * before it costs anything more. */
+static void accept_all(int lfd, enum bk_caller_kind kind)
+{
+	const struct bk_limits *L = &agent.limits;
+	for (int burst = 0; burst < 256; burst++) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				log_refusal(kind == BK_CALLER_ADMIN ? "admin" : "agent", "-", "out of descriptors");
+			return;
+		}
+		char key[80] = "";
+		if (kind == BK_CALLER_SHIM && bk_peer_key(&agent.cfg, fd, key, sizeof(key)) < 0) {
+			log_refusal("agent", "-", "the peer is gone");
+			close(fd);
+			continue;
+		}
+		pthread_mutex_lock(&cs.lock);
+		const char *full = NULL;
+		struct peer_count *pc = NULL;
+		if (kind == BK_CALLER_ADMIN) {
+			if (L->admin_max && cs.n_admin >= L->admin_max)
+				full = "the admin socket is at its connection limit";
+		} else if (L->conns_max && cs.n_shim >= L->conns_max) {
+			full = "the agent is at its connection limit";
+		} else if (!(pc = peer_find(key, true))) {
+			full = "out of memory";
+		} else if (L->conns_per_peer && pc->n >= L->conns_per_peer) {
+			full = "this peer is at its connection limit";
+		}
+		struct conn *c = full ? NULL : calloc(1, sizeof(*c));
+		if (!full && !c)
+			full = "out of memory";
+		if (full) {
+			log_refusal(kind == BK_CALLER_ADMIN ? "admin" : "agent", key[0] ? key : "admin", full);
+			pthread_mutex_unlock(&cs.lock);
+			answer_and_drop(fd, bk_api_error(429, "too_many_connections", "%s", full));
+			continue;
+		}
+		c->fd = fd;
+		c->kind = kind;
+		snprintf(c->key, sizeof(c->key), "%s", key);
+		bk_pod_init(&c->pod);
+		if (kind == BK_CALLER_ADMIN)
+			cs.n_admin++;
+		else {
+			cs.n_shim++;
+			pc->n++;
+		}
+		c->next = cs.head;
+		if (cs.head)
+			cs.head->prev = c;
+		cs.head = c;
+		/* a frame split over records must arrive whole; an answer must go */
+		struct timeval rt = { .tv_sec = 10 }, st = { .tv_sec = 60 };
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &st, sizeof(st));
+		c->busy = false;
+		c->deadline = now_ns() + (uint64_t)L->first_frame_ms * 1000000ull;
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = c };
+		if (epoll_ctl(cs.epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+			conn_free_locked(c);
+		pthread_mutex_unlock(&cs.lock);
+	}
+}
+
+/* Who the caller is, the first time it sends: a refused caller gets its
+ * 403 from here and costs no thread. */
+static bool identify(struct conn *c)
+{
+	char why[512] = "";
+	if (c->kind == BK_CALLER_SHIM) {
+		if (bk_pod_from_peer(&agent.cfg, c->fd, &c->pod, why, sizeof(why)) == 0) {
+			log_info("caller_identified", LS("pod", c->pod.pod_name), LS("namespace", c->pod.pod_namespace),
+				 LS("pod_uid", c->pod.pod_uid), LI("pid", c->pod.caller_pid),
+				 LS("via", c->pod.identified_via));
+			return true;
+		}
+		log_warnf("caller_refused", "%s", why);
+	} else {
+		struct ucred cr = { .uid = (uid_t)-1 };
+		socklen_t cl = sizeof(cr);
+		if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 && cr.uid == 0)
+			return true;
+		snprintf(why, sizeof(why), "the admin socket is for root only");
+		log_warnf("caller_refused", "admin socket: uid %d refused", (int)cr.uid);
+	}
+	__atomic_add_fetch(&agent.refused_callers, 1, __ATOMIC_RELAXED);
+	int fd = dup(c->fd);
+	if (fd >= 0)
+		answer_and_drop(fd, bk_api_error(403, "caller_refused", "%s", why));
+	return false;
+}
+
+/* c has something to read (a frame, or its hang-up). */
+static void conn_ready(struct conn *c, uint32_t events)
+{
+	pthread_mutex_lock(&cs.lock);
+	bool hup = (events & (EPOLLERR | EPOLLHUP)) || ((events & EPOLLRDHUP) && !(events & EPOLLIN));
+	if (hup) {
+		conn_free_locked(c);
+		pthread_mutex_unlock(&cs.lock);
+		return;
+	}
+	c->busy = true;
+	pthread_mutex_unlock(&cs.lock);
+	bool go = c->identified || (c->identified = identify(c));
+	pthread_mutex_lock(&cs.lock);
+	if (go) {
+		pthread_t th;
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		cs.n_busy++;
+		if (pthread_create(&th, &at, conn_request, c) != 0) {
+			cs.n_busy--;
+			log_refusal(c->kind == BK_CALLER_ADMIN ? "admin" : "agent", c->key, "cannot start a thread");
+			go = false;
+		}
+		pthread_attr_destroy(&at);
+	}
+	if (!go)
+		conn_free_locked(c);
+	pthread_mutex_unlock(&cs.lock);
+}
+
+/* Drop the parked connections whose deadline passed. */
+static void sweep(void)
+{
+	uint64_t now = now_ns();
+	int dropped = 0;
+	pthread_mutex_lock(&cs.lock);
+	for (struct conn *c = cs.head, *n; c; c = n) {
+		n = c->next;
+		char b;
+		/* a frame that came at the last moment is served: its event is
+		 * on the way (a pooled connection of a shim must not be closed
+		 * under a request it already sent) */
+		if (!c->busy && now >= c->deadline && recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+		    (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			conn_free_locked(c);
+			dropped++;
+		}
+	}
+	pthread_mutex_unlock(&cs.lock);
+	if (dropped)
+		__atomic_add_fetch(&agent.dropped_conns, (uint64_t)dropped, __ATOMIC_RELAXED);
 }
 
 static int listen_unix(const char *path, mode_t mode)
@@ -118,7 +363,7 @@ static int listen_unix(const char *path, mode_t mode)
 	mode_t old = umask(0177);
 	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (r < 0 || chmod(path, mode) < 0 || listen(fd, 128) < 0) {
+	if (r < 0 || chmod(path, mode) < 0 || listen(fd, 1024) < 0) {
 		r = -errno;
 		close(fd);
 		return r;
@@ -234,54 +479,39 @@ static void log_startup_warnings(const struct bk_config *c)
 			  c->layer_seccomp ? "on" : "off");
 }
 
-/* One detached thread per connection, at most MAX_CONNS at once. */
-static void accept_one(int lfd, enum bk_caller_kind kind)
-{
-	int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	if (cfd < 0)
-		return;
-	pthread_mutex_lock(&conns_lock);
-	bool full = active_conns >= MAX_CONNS;
-	if (!full)
-		active_conns++;
-	pthread_mutex_unlock(&conns_lock);
-	if (full) {
-		send_text(cfd, bk_api_error(429, "too_many_connections", "the agent is at its connection limit"));
-		close(cfd);
-		return;
-	}
-	struct conn *cn = malloc(sizeof(*cn));
-	pthread_t th;
-	pthread_attr_t at;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	if (!cn || (cn->fd = cfd, cn->kind = kind, pthread_create(&th, &at, conn_main, cn)) != 0) {
-		free(cn);
-		close(cfd);
-		pthread_mutex_lock(&conns_lock);
-		active_conns--;
-		pthread_mutex_unlock(&conns_lock);
-	}
-	pthread_attr_destroy(&at);
-}
-
-/* The accept loop, until SIGTERM/SIGINT arrives on sfd. */
+/* The loop: accept, hand frames to threads, drop what passed its
+ * deadline; until SIGTERM/SIGINT arrives on sfd. */
 static void serve(int lfd, int afd, int sfd)
 {
+	static int tag_lfd, tag_afd, tag_sfd;
+	struct epoll_event ev = { .events = EPOLLIN };
+	ev.data.ptr = &tag_lfd;
+	epoll_ctl(cs.epfd, EPOLL_CTL_ADD, lfd, &ev);
+	ev.data.ptr = &tag_afd;
+	epoll_ctl(cs.epfd, EPOLL_CTL_ADD, afd, &ev);
+	ev.data.ptr = &tag_sfd;
+	epoll_ctl(cs.epfd, EPOLL_CTL_ADD, sfd, &ev);
+	uint64_t next_sweep = 0;
 	for (;;) {
-		struct pollfd pf[3] = { { .fd = lfd, .events = POLLIN }, { .fd = afd, .events = POLLIN },
-					{ .fd = sfd, .events = POLLIN } };
-		if (poll(pf, 3, -1) < 0) {
-			if (errno == EINTR)
-				continue;
+		struct epoll_event evs[64];
+		int n = epoll_wait(cs.epfd, evs, 64, 100);
+		if (n < 0 && errno != EINTR)
 			return;
+		for (int i = 0; i < n; i++) {
+			void *p = evs[i].data.ptr;
+			if (p == &tag_sfd)
+				return;
+			if (p == &tag_lfd)
+				accept_all(lfd, BK_CALLER_SHIM);
+			else if (p == &tag_afd)
+				accept_all(afd, BK_CALLER_ADMIN);
+			else
+				conn_ready(p, evs[i].events);
 		}
-		if (pf[2].revents & POLLIN)
-			return;
-		if (pf[0].revents & POLLIN)
-			accept_one(lfd, BK_CALLER_SHIM);
-		if (pf[1].revents & POLLIN)
-			accept_one(afd, BK_CALLER_ADMIN);
+		if (now_ns() >= next_sweep) {
+			sweep();
+			next_sweep = now_ns() + 100000000ull;
+		}
 	}
 }
 
@@ -289,13 +519,55 @@ static void serve(int lfd, int afd, int sfd)
 static void drain(void)
 {
 	for (int i = 0; i < 36000; i++) {
-		pthread_mutex_lock(&conns_lock);
-		int n = active_conns;
-		pthread_mutex_unlock(&conns_lock);
+		pthread_mutex_lock(&cs.lock);
+		int n = cs.n_busy;
+		pthread_mutex_unlock(&cs.lock);
 		if (n == 0 || agent.engine.live == 0)
 			break;
 		usleep(10000);
 	}
+}
+
+/* fds one live exec may take at its peak (setup) on average: at steady
+ * state it holds 4 (pidfd, stdout, stderr, the sandbox's pidfd) and its
+ * connection 1; during setup up to ~14 for a moment. */
+#define BK_EXEC_FDS 8
+
+/* RLIMIT_NOFILE up to its hard limit (the exec child sets its own back to
+ * 1024), and the budgets it allows: connections, then execs, each pod a
+ * quarter of the execs at most. */
+static void agent_limits(struct bk_limits *L)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		uint64_t was = rl.rlim_cur;
+		if (rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+				getrlimit(RLIMIT_NOFILE, &rl);
+		}
+		L->nofile = rl.rlim_cur == RLIM_INFINITY ? (1u << 20) : rl.rlim_cur;
+		log_info("nofile_raised", LI("from", was), LI("to", L->nofile), LI("hard", rl.rlim_max));
+	} else {
+		L->nofile = 1024;
+	}
+	long n = L->nofile > (1u << 20) ? (1 << 20) : (long)L->nofile;
+#define CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
+	L->conns_max = (int)CLAMP(n / 8, 16, 1024);
+	L->conns_per_peer = (int)CLAMP(L->conns_max / 2, 8, 64);
+	L->admin_max = (int)CLAMP(n / 16, 8, 64);
+	L->first_frame_ms = 3000;
+	L->idle_ms = 60000;
+	/* 64 for the agent itself (BPF objects, namespaces, the netns pool,
+	 * metrics), 2 per connection (its socket; a file operation's own) */
+	long left = n - 64 - 2L * (L->conns_max + L->admin_max);
+	L->exec_budget = (int)CLAMP(left / BK_EXEC_FDS, 2, 1 << 20);
+	L->exec_per_pod = (int)CLAMP(L->exec_budget / 4, 1, 1 << 20);
+#undef CLAMP
+	log_info("limits", LI("nofile", L->nofile), LI("conns_max", L->conns_max),
+		 LI("conns_per_peer", L->conns_per_peer), LI("admin_max", L->admin_max),
+		 LI("first_frame_ms", L->first_frame_ms), LI("idle_ms", L->idle_ms), LI("exec_budget", L->exec_budget),
+		 LI("exec_per_pod", L->exec_per_pod));
 }
 
 int main(int argc, char **argv)
@@ -326,6 +598,12 @@ int main(int argc, char **argv)
 	int sfd = signalfd(-1, &ss, SFD_CLOEXEC);
 
 	agent.start_ns = now_ns();
+	agent_limits(&agent.limits);
+	cs.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (cs.epfd < 0) {
+		fprintf(stderr, "boxkite-agent: epoll: %s\n", strerror(errno));
+		return 1;
+	}
 	if ((r = join_host_cgroupns()) < 0) {
 		fprintf(stderr, "boxkite-agent: cannot join the host cgroup namespace (needs hostPID and CAP_SYS_ADMIN): %s\n",
 			strerror(-r));

@@ -202,6 +202,19 @@ char *bk_api_status(struct bk_agent *a)
 	cJSON_AddNumberToObject(b, "execs_failed", (double)s.execs_failed);
 	cJSON_AddNumberToObject(b, "refused_callers", (double)s.refused_callers);
 	cJSON_AddNumberToObject(b, "requests", (double)s.requests);
+	const struct bk_limits *L = &a->limits;
+	cJSON *lim = cJSON_AddObjectToObject(b, "limits");
+	cJSON_AddNumberToObject(lim, "nofile", (double)L->nofile);
+	cJSON_AddNumberToObject(lim, "conns_max", L->conns_max);
+	cJSON_AddNumberToObject(lim, "conns_per_peer", L->conns_per_peer);
+	cJSON_AddNumberToObject(lim, "admin_max", L->admin_max);
+	cJSON_AddNumberToObject(lim, "first_frame_ms", L->first_frame_ms);
+	cJSON_AddNumberToObject(lim, "idle_ms", L->idle_ms);
+	cJSON_AddNumberToObject(lim, "exec_budget", L->exec_budget);
+	cJSON_AddNumberToObject(lim, "exec_per_pod", L->exec_per_pod);
+	cJSON_AddNumberToObject(lim, "refused_connections", (double)__atomic_load_n(&a->refused_conns, __ATOMIC_RELAXED));
+	cJSON_AddNumberToObject(lim, "dropped_connections", (double)__atomic_load_n(&a->dropped_conns, __ATOMIC_RELAXED));
+	cJSON_AddNumberToObject(lim, "refused_execs", (double)__atomic_load_n(&a->refused_execs_budget, __ATOMIC_RELAXED));
 	if (s.have_bpf) {
 		cJSON_AddNumberToObject(b, "denied_total", (double)s.denied_total);
 		cJSON_AddNumberToObject(b, "events_lost", (double)s.events_lost);

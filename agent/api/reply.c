@@ -45,7 +45,8 @@ char *bk_api_refusal(const struct bk_refusal *ref)
 		int status;
 	} map[] = {
 		{ "node_unsafe", 503 },	     { "unknown_profile", 403 }, { "command_not_allowed", 403 },
-		{ "isolation_failed", 503 }, { "out_of_memory", 503 },
+		{ "isolation_failed", 503 }, { "out_of_memory", 503 },   { "pod_exec_limit", 429 },
+		{ "node_exec_budget", 503 },
 	};
 	int status = 503;
 	for (size_t i = 0; i < ARRAY_SIZE(map); i++)

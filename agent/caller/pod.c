@@ -442,6 +442,37 @@ static int open_sandbox(const struct bk_config *c, struct bk_pod *p, const char 
 	return 0;
 }
 
+int bk_peer_key(const struct bk_config *c, int connfd, char *key, size_t keylen)
+{
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	if (getsockopt(connfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+		return -errno;
+	snprintf(key, keylen, "uid:%u", (unsigned)cred.uid);
+	if (cred.pid <= 0)
+		return 0; /* outside our pid namespace: never a pod's shim */
+	/* SO_PEERPIDFD pins the process that connected; without it (kernel
+	 * < 6.5) the pid is read as it is now — a key, not an identity */
+	int fd = -1;
+	socklen_t fl = sizeof(fd);
+	if (bk_config_masks(c, "so_peerpidfd") || getsockopt(connfd, SOL_SOCKET, SO_PEERPIDFD, &fd, &fl) < 0 ||
+	    fd < 0)
+		fd = pidfd_open_(cred.pid);
+	if (fd < 0)
+		return fd;
+	_cleanup_close_ int pidfd = fd;
+	pid_t pid;
+	if (pidfd_pid(pidfd, &pid) < 0 || pid != cred.pid)
+		return -ESRCH;
+	_cleanup_free_ char *cg = NULL;
+	struct bk_pod_ref ref;
+	if (read_proc_cgroup(pid, &cg) < 0 || !pidfd_alive(pidfd))
+		return -ESRCH;
+	if (bk_proc_cgroup_parse(cg, &ref) == 0)
+		snprintf(key, keylen, "pod:%s", ref.pod_uid);
+	return 0;
+}
+
 int bk_pod_from_peer(const struct bk_config *c, int connfd, struct bk_pod *out, char *err, size_t errlen)
 {
 	bk_pod_init(out);

@@ -54,6 +54,13 @@ int bk_peer_pidfd(int connfd, bool use_peerpidfd, pid_t *pid, int *pidfd, enum b
  * the sockets of its own namespace only. */
 int bk_unix_peer_ino(int fd, int netns_pidfd, uint64_t *peer);
 
+/* The key a connection counts under in the agent's connection budget
+ * (main.c), from the kernel at accept: "pod:<uid>" for a process of a
+ * Kubernetes pod (whichever of its containers), "uid:<n>" for anything
+ * else. Cheap (the peer's pidfd and /proc/PID/cgroup); the full
+ * identification comes with the first frame. */
+int bk_peer_key(const struct bk_config *c, int connfd, char *key, size_t keylen);
+
 /* Identify the peer of connfd: it must be the shim container of a sandbox
  * pod. On refusal returns -EPERM (or another -errno) with a sentence in err. */
 int bk_pod_from_peer(const struct bk_config *c, int connfd, struct bk_pod *out, char *err, size_t errlen);

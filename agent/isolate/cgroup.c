@@ -256,6 +256,14 @@ static int rmdir_retry(const char *d)
 	return -EBUSY;
 }
 
+void bk_exec_cg_setup_done(struct bk_exec_cg *cg)
+{
+	closep(&cg->v2_fd);
+	closep(&cg->pids_procs_fd);
+	closep(&cg->mem_procs_fd);
+	cg->v2_fd = cg->pids_procs_fd = cg->mem_procs_fd = -1;
+}
+
 int bk_exec_cg_destroy(struct bk_exec_cg *cg)
 {
 	closep(&cg->v2_fd);

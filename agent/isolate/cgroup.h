@@ -43,6 +43,9 @@ int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, cons
 /* Kill every process in the exec cgroup (cgroup.kill, plus v1 fallback) and
  * wait up to timeout_ms until the cgroup is empty. */
 int bk_exec_cg_kill(struct bk_exec_cg *cg, int timeout_ms);
+/* The exec's process is in its cgroups: close the fds only its spawn used
+ * (the cgroups are known by their paths from here). */
+void bk_exec_cg_setup_done(struct bk_exec_cg *cg);
 /* Remove the cgroup directories (after kill). Closes fds. */
 int bk_exec_cg_destroy(struct bk_exec_cg *cg);
 /* cgroup id of a v2 directory. */

@@ -186,7 +186,12 @@ static int stdio_limits(struct child_args *a)
 {
 	if (dup2(a->devnull, 0) < 0 || dup2(a->out_fd, 1) < 0 || dup2(a->err_fd, 2) < 0)
 		return failed(a, "cannot set up stdio", errno);
-	struct rlimit nofile = { 1024, 1024 }, core = { 0, 0 };
+	/* 1024 (select()'s FD_SETSIZE), whatever the agent raised its own
+	 * to; below it only where the agent's hard limit is lower (raising a
+	 * hard limit needs CAP_SYS_RESOURCE) */
+	struct rlimit nofile = { 1024, 1024 }, core = { 0, 0 }, cur;
+	if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < 1024)
+		nofile.rlim_cur = nofile.rlim_max = cur.rlim_max;
 	if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
 		return failed(a, "cannot set rlimits", errno);
 	return 0;

@@ -284,9 +284,13 @@ static void run_command(struct exec_ctx *x)
 	 * could have been used from here unfiltered) */
 	if (x->e->filter)
 		bk_filter_reap(x->e->filter);
-	res->bpf_held = !x->e->filter || (bk_filter_attached(x->e->filter, x->cg.v2_fd) == BK_NPROGS &&
-					  bk_filter_holes(x->e->filter) == x->holes0);
-	res->landlock = x->landlock_fd >= 0;
+	if (x->e->filter) {
+		_cleanup_close_ int cgfd = open(x->cg.v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		res->bpf_held = cgfd >= 0 && bk_filter_attached(x->e->filter, cgfd) == BK_NPROGS &&
+				bk_filter_holes(x->e->filter) == x->holes0;
+	} else {
+		res->bpf_held = true;
+	}
 	if (!res->out)
 		res->out = strdup("");
 	if (!res->err)
@@ -373,6 +377,19 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	res->gid = pod->gid;
 }
 
+/* The command runs: what only the setup needed goes, so that a live exec
+ * holds few of the agent's descriptors (its pidfd, stdout and stderr; the
+ * links are held by their pins, the namespace and the Landlock ruleset by
+ * the command, its cgroups by their paths). */
+static void setup_done(struct exec_ctx *x)
+{
+	x->res->landlock = x->landlock_fd >= 0;
+	closep(&x->netns_fd);
+	closep(&x->landlock_fd);
+	x->netns_fd = x->landlock_fd = -1;
+	bk_exec_cg_setup_done(&x->cg);
+}
+
 int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_exec_req *req,
 		struct bk_exec_result *res)
 {
@@ -380,6 +397,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	exec_ctx_init(&x, e, pod, req, res);
 	int r = take_steps(&x);
 	if (r == 0) {
+		setup_done(&x);
 		uint64_t t = now_ns();
 		run_command(&x);
 		res->t_us[PH_RUN] = (uint32_t)((now_ns() - t) / 1000);

@@ -489,6 +489,10 @@ int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *
 			return bk_fail_buf(err, errlen, r, "cannot pin the link %s: %s", p, strerror(-r));
 		}
 		att->n_pinned++;
+		/* the pin holds the link from here: no fd per link for the
+		 * exec's whole life (the teardown retires it by its pins) */
+		close(fd);
+		att->link_fd[i] = -1;
 	}
 	return 0;
 }

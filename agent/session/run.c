@@ -137,6 +137,84 @@ static void audit(const struct bk_pod *pod, const struct bk_exec_result *res, in
 	}
 }
 
+/* ---- the node's exec budget, shared between pods --------------------------------------
+ * Each live exec holds descriptors of the agent (BK_EXEC_FDS in main.c);
+ * a->limits.exec_budget is how many the agent's RLIMIT_NOFILE allows at
+ * once, and one pod may hold at most exec_per_pod of them (a quarter): a
+ * pod over its share is refused (429 pod_exec_limit) before its exec
+ * costs anything, so that it cannot make another pod's exec fail for
+ * want of descriptors; the node at its budget refuses with 503
+ * node_exec_budget. */
+
+struct pod_live {
+	char pod_uid[BK_UID_LEN + 1];
+	int n;
+};
+
+static pthread_mutex_t budget_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pod_live *live_tab;
+static int n_live_tab, cap_live_tab, live_total;
+
+static int budget_take(struct bk_agent *a, const char *pod_uid, struct bk_refusal *ref)
+{
+	const struct bk_limits *L = &a->limits;
+	int r = 0;
+	pthread_mutex_lock(&budget_lock);
+	struct pod_live *pl = NULL;
+	for (int i = 0; i < n_live_tab && !pl; i++)
+		if (streq(live_tab[i].pod_uid, pod_uid))
+			pl = &live_tab[i];
+	if (L->exec_per_pod && pl && pl->n >= L->exec_per_pod) {
+		ref->code = "pod_exec_limit";
+		r = bk_fail(&ref->err, -EBUSY, "",
+			    "this pod has %d execs running, its share of the node's exec budget (%d of %d); "
+			    "the command did not run: retry when one ends",
+			    pl->n, L->exec_per_pod, L->exec_budget);
+	} else if (L->exec_budget && live_total >= L->exec_budget) {
+		ref->code = "node_exec_budget";
+		r = bk_fail(&ref->err, -EBUSY, "",
+			    "the node runs %d execs, its budget (descriptors of the agent); the command did not run",
+			    live_total);
+	} else if (!pl) {
+		if (n_live_tab == cap_live_tab) {
+			int nc = cap_live_tab ? cap_live_tab * 2 : 16;
+			struct pod_live *nt = realloc(live_tab, (size_t)nc * sizeof(*nt));
+			if (!nt) {
+				ref->code = "out_of_memory";
+				r = bk_fail(&ref->err, -ENOMEM, "", "no room to count this exec");
+				goto out;
+			}
+			live_tab = nt;
+			cap_live_tab = nc;
+		}
+		pl = &live_tab[n_live_tab++];
+		snprintf(pl->pod_uid, sizeof(pl->pod_uid), "%s", pod_uid);
+		pl->n = 0;
+	}
+	if (r == 0) {
+		pl->n++;
+		live_total++;
+	}
+out:
+	pthread_mutex_unlock(&budget_lock);
+	if (r < 0)
+		__atomic_add_fetch(&a->refused_execs_budget, 1, __ATOMIC_RELAXED);
+	return r;
+}
+
+static void budget_give(const char *pod_uid)
+{
+	pthread_mutex_lock(&budget_lock);
+	for (int i = 0; i < n_live_tab; i++)
+		if (streq(live_tab[i].pod_uid, pod_uid)) {
+			live_total--;
+			if (--live_tab[i].n == 0)
+				live_tab[i] = live_tab[--n_live_tab];
+			break;
+		}
+	pthread_mutex_unlock(&budget_lock);
+}
+
 int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
 		    struct bk_exec_result *res, struct bk_refusal *ref)
 {
@@ -158,9 +236,15 @@ int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct b
 		bk_fail(&ref->err, -ENOENT, "", "%s; the command did not run", perr);
 		return -1;
 	}
+	if (budget_take(a, pod->pod_uid, ref) < 0) {
+		log_warn("exec_refused", LS("pod", pod->pod_name), LS("namespace", pod->pod_namespace),
+			 LS("code", ref->code), LS("why", ref->err.msg));
+		return -1;
+	}
 	/* from here until its process is in its cgroup, a /configure of this
 	 * pod waits for this exec (and one already running makes this wait) */
 	if (bk_session_exec_begin(a, pod->pod_uid) < 0) {
+		budget_give(pod->pod_uid);
 		ref->code = "out_of_memory";
 		bk_fail(&ref->err, -ENOMEM, "", "no room to track this exec's session");
 		return -1;
@@ -169,6 +253,7 @@ int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct b
 	env_build(&env, ea);
 	struct bk_allowlist al;
 	if (bk_allowlist_check(a, pod, ea, env.v[0] + 5, &al, ref) < 0) {
+		budget_give(pod->pod_uid);
 		bk_session_exec_spawned(a, pod->pod_uid);
 		env_free(&env);
 		return -1;
@@ -181,6 +266,7 @@ int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct b
 		.spawned = exec_spawned, .spawned_ud = &sc,
 	};
 	int r = bk_exec_run(&a->engine, pod, &req, res);
+	budget_give(pod->pod_uid);
 	bk_allowlist_free(&al);
 	env_free(&env);
 	count_outcome(a, pod, res, r);

@@ -73,7 +73,8 @@ bk_start_agent() {
 	# probe targets of verify and the self-test: test hosts only
 	jq '{"verify_targets":{"metadata":"169.254.169.254:80","kubernetes_api":"10.96.0.1:443",
 		"pod":"10.244.1.5:8080","public":"203.0.113.10:443"}} + .' <<< "$cfg" > "$T/config.json"
-	"$AGENT" --config "$T/config.json" --socket "$T/agent.sock" --admin-socket "$T/admin.sock" \
+	# BK_AGENT_WRAP: a command the agent runs under (e.g. "prlimit --nofile=256:512"; it must exec)
+	${BK_AGENT_WRAP:-} "$AGENT" --config "$T/config.json" --socket "$T/agent.sock" --admin-socket "$T/admin.sock" \
 		--state-dir "$T/state" --bpffs "$BPFFS" --metrics "${BK_METRICS:-127.0.0.1:0}" >> "$T/agent.log" 2>&1 &
 	AGENT_PID=$!
 	for _ in $(seq 1 200); do
