@@ -536,18 +536,20 @@ static void drain(void)
 /* RLIMIT_NOFILE up to its hard limit (the exec child sets its own back to
  * 1024), and the budgets it allows: connections, then execs, each pod a
  * quarter of the execs at most. */
+static uint64_t nofile_was, nofile_hard;
+
 static void agent_limits(struct bk_limits *L)
 {
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-		uint64_t was = rl.rlim_cur;
+		nofile_was = rl.rlim_cur;
 		if (rl.rlim_cur < rl.rlim_max) {
 			rl.rlim_cur = rl.rlim_max;
 			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 				getrlimit(RLIMIT_NOFILE, &rl);
 		}
 		L->nofile = rl.rlim_cur == RLIM_INFINITY ? (1u << 20) : rl.rlim_cur;
-		log_info("nofile_raised", LI("from", was), LI("to", L->nofile), LI("hard", rl.rlim_max));
+		nofile_hard = rl.rlim_max;
 	} else {
 		L->nofile = 1024;
 	}
@@ -564,6 +566,12 @@ static void agent_limits(struct bk_limits *L)
 	L->exec_budget = (int)CLAMP(left / BK_EXEC_FDS, 2, 1 << 20);
 	L->exec_per_pod = (int)CLAMP(L->exec_budget / 4, 1, 1 << 20);
 #undef CLAMP
+}
+
+/* logged once the start is decided: a refusal stays one line */
+static void log_limits(const struct bk_limits *L)
+{
+	log_info("nofile_raised", LI("from", nofile_was), LI("to", L->nofile), LI("hard", nofile_hard));
 	log_info("limits", LI("nofile", L->nofile), LI("conns_max", L->conns_max),
 		 LI("conns_per_peer", L->conns_per_peer), LI("admin_max", L->admin_max),
 		 LI("first_frame_ms", L->first_frame_ms), LI("idle_ms", L->idle_ms), LI("exec_budget", L->exec_budget),
@@ -626,6 +634,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	pthread_mutex_init(&agent.stats_lock, NULL);
+	log_limits(&agent.limits);
 	log_startup_warnings(c);
 	int rec = bk_recover(&agent.engine);
 	if (rec > 0)
