@@ -35,10 +35,15 @@ def dns_answer(q):
 def udp(port):
     s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
     s.bind(("::", port))
     while True:
-        data, peer = s.recvfrom(2048)
-        s.sendto((dns_answer(data) if port == 53 else None) or data, peer)
+        data, anc, _, peer = s.recvmsg(2048, socket.CMSG_SPACE(20))
+        # answer from the address asked (a connected client, glibc's
+        # resolver, takes an answer only from there)
+        src = [(socket.IPPROTO_IPV6, socket.IPV6_PKTINFO, d[:16] + b"\0" * 4)
+               for lvl, typ, d in anc if lvl == socket.IPPROTO_IPV6 and typ == socket.IPV6_PKTINFO]
+        s.sendmsg([(dns_answer(data) if port == 53 else None) or data], src, 0, peer)
 
 for p in (80, 443, 8080, 53):
     threading.Thread(target=tcp, args=(p,), daemon=True).start()
