@@ -26,7 +26,7 @@ CONFIG2='{"deny_cidrs":["10.96.0.0/12"],
    "allow":[{"cidr":"::/0","proto":"tcp","ports":"80"}],
    "deny_overrides":["2002::/16","2001::/32"]}}}'
 
-MD6="64:ff9b:1::a9fe:a9fe 64:ff9b:1:a9fe:a9:fe00:: ::a9fe:a9fe 2002:a9fe:a9fe::1 2001:0:cb00:710a::5601:5601 2001:0:a9fe:a9fe::1"
+MD6="64:ff9b:1::a9fe:a9fe 64:ff9b:1:a9fe:a9:fe00:: ::169.254.169.254 2002:a9fe:a9fe::1 2001:0:cb00:710a::5601:5601 2001:0:a9fe:a9fe::1"
 PUB6="2002:cb00:710a::1 2001:0:cb00:710a::3400:8ef5"
 
 world_for() { # NAME IDX: link a world namespace to the sandbox's pod netns
@@ -42,7 +42,7 @@ world_for() { # NAME IDX: link a world namespace to the sandbox's pod netns
 	ip -n "$P" addr add 192.0.2.2/24 dev "$b"; ip -n "$P" -6 addr add 2001:db8:ffff::2/64 dev "$b" nodad
 	ip -n "$P" link set "$b" up
 	for x in 203.0.113.0/24 169.254.169.254/32 10.96.0.0/12; do ip -n "$P" route add "$x" via 192.0.2.1; done
-	for x in 2001:db8::10/128 2001:db8::53/128 64:ff9b:1::/48 ::a9fe:a9fe/128 2002::/16 2001::/32; do
+	for x in 2001:db8::10/128 2001:db8::53/128 64:ff9b:1::/48 ::169.254.169.254/128 2002::/16 2001::/32; do
 		ip -n "$P" -6 route add "$x" via 2001:db8:ffff::1 || return 1; done
 	nsenter --net="/run/netns/$W" python3 "$HERE/world.py" > "$T/world-$2.log" 2>&1 &
 	for _ in $(seq 1 50); do grep -q ready "$T/world-$2.log" && return 0; sleep 0.1; done
@@ -164,7 +164,7 @@ if bk_start_agent "$CONFIG2"; then
 	for a in $PUB6; do check "tunnels: $a (public embedded address) connects" test "$(result ef-tun "tcp-$a")" = ok; done
 	for a in $MD6; do refused ef-tun "tcp-$a" "$a" metadata; done
 	check "tunnels: TCP 53 to the resolver connects (dns_tcp)" test "$(result ef-tun dns-tcp)" = ok
-	check "tunnels: the receipt says dns_tcp on" sh -c "jq -e '.isolation.policy_rules | contains(\"dns_tcp on\")' $T/last.json >/dev/null"
+	check "tunnels: the receipt says dns_tcp on" sh -c "jq -e '.isolation.policy_rules | index(\"dns_tcp on\")' $T/last.json >/dev/null"
 else
 	not_ok "agent starts with a profile lifting 2002::/16 and 2001::/32, dns_tcp on"
 fi
