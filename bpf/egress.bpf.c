@@ -14,8 +14,12 @@
  *   profile allows DNS) -> the deny set (metadata, link-local, private,
  *   cluster; per profile, minus the operator's explicit overrides) -> the
  *   profile's allow rules (prefix + port range + protocol) -> denied.
- * IPv4-mapped IPv6 is decided as the IPv4 address; a NAT64 address whose
- * embedded IPv4 is in the deny set is denied.
+ * IPv4-mapped IPv6 is decided as the IPv4 address; an IPv6 address that
+ * embeds an IPv4 one (NAT64 64:ff9b::/96 and 64:ff9b:1::/48, IPv4-compatible
+ * ::a.b.c.d, 6to4, Teredo: embedded_reason) is denied when the embedded
+ * IPv4 is in the deny set. Port 53 over UDP passes only as one well-formed
+ * DNS query (checked per packet in cgroup_skb/egress, dns_query_check);
+ * over TCP only when the profile opts in ("dns_tcp").
  * Socket hooks return 0, which the caller sees at once as EPERM;
  * cgroup_skb/egress applies the same decision to every packet as the
  * backstop (ICMP, and anything that bypassed the socket hooks).
@@ -245,6 +249,18 @@ static __always_inline __u32 deny4_reason(__u32 profile, __u32 dst_be)
 	return d ? d->reason : BK_R_NONE;
 }
 
+/* Port 53: only to the pod's resolvers, only when the profile allows DNS;
+ * over TCP only when it also says "dns_tcp" (a stream cannot be checked per
+ * packet; UDP is, in bk_egress: dns_query_check). */
+static __always_inline __u32 dns_reason(const struct bk_policy *p, __u32 lk, __u8 proto)
+{
+	if (!(p->flags & BK_POL_ALLOW_DNS) || lk != BK_LOCAL_RESOLVER)
+		return BK_R_DNS;
+	if (proto == IPPROTO_TCP && !(p->flags & BK_POL_ALLOW_DNS_TCP))
+		return BK_R_DNS_TCP;
+	return BK_R_NONE;
+}
+
 static __always_inline __u32 decide4(const struct bk_policy *p, __u64 cgid, __u32 dst_be, __u8 proto, __u16 port)
 {
 	if (!p)
@@ -257,7 +273,7 @@ static __always_inline __u32 decide4(const struct bk_policy *p, __u64 cgid, __u3
 	if (lk == BK_LOCAL_SELF)
 		return BK_R_POD_SELF;
 	if (port == 53 && (proto == IPPROTO_UDP || proto == IPPROTO_TCP))
-		return ((p->flags & BK_POL_ALLOW_DNS) && lk == BK_LOCAL_RESOLVER) ? BK_R_NONE : BK_R_DNS;
+		return dns_reason(p, lk, proto);
 	__u32 dr = deny4_reason(p->profile, dst_be);
 	if (dr)
 		return dr;
@@ -269,6 +285,77 @@ static __always_inline __u32 decide4(const struct bk_policy *p, __u64 cgid, __u3
 	return p->profile ? BK_R_NOT_ALLOWED : BK_R_DENY_ALL;
 }
 
+/* An IPv4 address that an IPv6 destination embeds (network order): denied
+ * when it is in the deny set, in 127/8 (the translator's or relay's own
+ * loopback) or one of the pod's own addresses. */
+static __always_inline __u32 embedded4_reason(const struct bk_policy *p, __u64 cgid, __u32 v4)
+{
+	__u32 dr = deny4_reason(p->profile, v4);
+	if (dr)
+		return dr;
+	if ((bpf_ntohl(v4) >> 24) == 127)
+		return BK_R_LOOPBACK;
+	__u8 m[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	__builtin_memcpy(m + 12, &v4, 4);
+	return local_kind(cgid, m) == BK_LOCAL_SELF ? BK_R_POD_SELF : BK_R_NONE;
+}
+
+static __always_inline __u32 be4(__u8 a, __u8 b, __u8 c, __u8 d)
+{
+	__u32 v;
+	__u8 *x = (__u8 *)&v;
+	x[0] = a;
+	x[1] = b;
+	x[2] = c;
+	x[3] = d;
+	return v;
+}
+
+/* The IPv6 forms that carry an IPv4 address a packet may end up at, and the
+ * reason that address is denied (BK_R_NONE: none is):
+ *   64:ff9b::/96       well-known NAT64 (RFC 6052): the last 32 bits
+ *   ::/96              IPv4-compatible ::a.b.c.d (:: and ::1 are decided as
+ *                      loopback before): the last 32 bits
+ *   64:ff9b:1::/48     local-use NAT64 (RFC 8215): the translator's prefix
+ *                      length is not known here, so every RFC 6052 reading
+ *                      counts — /96 (the last 32 bits, when not zero), and
+ *                      /48, /56, /64 where the u octet (bits 64..71) and
+ *                      the suffix after the address are zero
+ *   2002::/16          6to4: bits 16..47
+ *   2001::/32          Teredo: the server (bits 32..63) and the client (the
+ *                      last 32 bits XOR 0xffffffff)
+ * 6to4 and Teredo as such are in the deny set (ipv6_tunnel, policy.c): a
+ * profile that lifts them still gets this check. */
+static __always_inline __u32 embedded_reason(const struct bk_policy *p, __u64 cgid, const __u32 *dst)
+{
+	const __u8 *b = (const __u8 *)dst;
+	__u32 r;
+	if (dst[0] == bpf_htonl(0x0064ff9b) && dst[1] == 0 && dst[2] == 0)
+		return embedded4_reason(p, cgid, dst[3]);
+	if (dst[0] == 0 && dst[1] == 0 && dst[2] == 0)
+		return embedded4_reason(p, cgid, dst[3]);
+	if (dst[0] == bpf_htonl(0x0064ff9b) && (bpf_ntohl(dst[1]) >> 16) == 1) {
+		if (dst[3] && (r = embedded4_reason(p, cgid, dst[3])))
+			return r;
+		if (b[8])
+			return BK_R_NONE;
+		if (b[11] == 0 && dst[3] == 0 && (r = embedded4_reason(p, cgid, be4(b[6], b[7], b[9], b[10]))))
+			return r;
+		if (dst[3] == 0 && (r = embedded4_reason(p, cgid, be4(b[7], b[9], b[10], b[11]))))
+			return r;
+		if (b[13] == 0 && b[14] == 0 && b[15] == 0)
+			return embedded4_reason(p, cgid, be4(b[9], b[10], b[11], b[12]));
+		return BK_R_NONE;
+	}
+	if ((bpf_ntohl(dst[0]) >> 16) == 0x2002)
+		return embedded4_reason(p, cgid, be4(b[2], b[3], b[4], b[5]));
+	if (dst[0] == bpf_htonl(0x20010000)) {
+		r = embedded4_reason(p, cgid, dst[1]);
+		return r ? r : embedded4_reason(p, cgid, ~dst[3]);
+	}
+	return BK_R_NONE;
+}
+
 static __always_inline __u32 decide6(const struct bk_policy *p, __u64 cgid, const __u32 *dst, __u8 proto, __u16 port)
 {
 	if (!p)
@@ -278,19 +365,15 @@ static __always_inline __u32 decide6(const struct bk_policy *p, __u64 cgid, cons
 		return decide4(p, cgid, dst[3], proto, port);
 	if (dst[0] == 0 && dst[1] == 0 && dst[2] == 0 && (dst[3] == bpf_htonl(1) || dst[3] == 0))
 		return (p->flags & BK_POL_ALLOW_LOOPBACK) && dst[3] ? BK_R_NONE : BK_R_LOOPBACK;
-	/* NAT64 (64:ff9b::/96): the IPv4 it reaches must not be denied */
-	if (dst[0] == bpf_htonl(0x0064ff9b) && dst[1] == 0 && dst[2] == 0) {
-		__u32 dr = deny4_reason(p->profile, dst[3]);
-		if (dr)
-			return dr;
-		if ((bpf_ntohl(dst[3]) >> 24) == 127)
-			return BK_R_LOOPBACK;
-	}
+	/* an IPv4 address inside (NAT64, IPv4-compatible, 6to4, Teredo) */
+	__u32 er = embedded_reason(p, cgid, dst);
+	if (er)
+		return er;
 	__u32 lk = local_kind(cgid, (const __u8 *)dst);
 	if (lk == BK_LOCAL_SELF)
 		return BK_R_POD_SELF;
 	if (port == 53 && (proto == IPPROTO_UDP || proto == IPPROTO_TCP))
-		return ((p->flags & BK_POL_ALLOW_DNS) && lk == BK_LOCAL_RESOLVER) ? BK_R_NONE : BK_R_DNS;
+		return dns_reason(p, lk, proto);
 	struct bk_lpm6 k = { .prefixlen = 160, .profile = p->profile };
 	__builtin_memcpy(k.addr, dst, 16);
 	struct bk_deny *d = bpf_map_lookup_elem(&bk_deny6, &k);
@@ -408,6 +491,64 @@ static __always_inline __u16 l4_dport(struct __sk_buff *skb, __u32 off, __u8 pro
 	return port;
 }
 
+/* A UDP datagram to a resolver on port 53 (off: its UDP header) must be
+ * one well-formed DNS query and nothing else: QR=0, opcode QUERY, Z and
+ * RCODE zero, QDCOUNT=1, ANCOUNT=NSCOUNT=0, ARCOUNT<=1; a QNAME of labels of
+ * at most 63 bytes (no compression pointer), at most 255 bytes on the wire;
+ * QTYPE and QCLASS; with ARCOUNT=1 an EDNS0 OPT record (root name, type 41)
+ * with at most BK_DNS_OPT_MAX bytes of options; then the datagram ends.
+ * The skb is the whole datagram here (before fragmentation and
+ * segmentation): a datagram that holds more (UDP GSO, trailing bytes) does
+ * not end where the query does. The question's bytes themselves are not
+ * judged (a name can still carry data to the resolver: the DNS proxy of
+ * the DNS issue closes that). Bounded loop: BK_DNS_MAX_LABELS labels. */
+static __always_inline __u32 dns_query_check(struct __sk_buff *skb, __u32 off)
+{
+	struct udphdr uh;
+	__u8 h[12];
+	__u32 end = skb->len;
+	if (off > 60 + 40 || bpf_skb_load_bytes(skb, off, &uh, sizeof(uh)) < 0 || bpf_ntohs(uh.len) != end - off)
+		return BK_R_DNS_MALFORMED;
+	__u32 pos = off + sizeof(uh);
+	if (bpf_skb_load_bytes(skb, pos, h, sizeof(h)) < 0)
+		return BK_R_DNS_MALFORMED;
+	if ((h[2] & 0xf8) || (h[3] & 0x4f) || h[4] || h[5] != 1 || h[6] || h[7] || h[8] || h[9] || h[10] || h[11] > 1)
+		return BK_R_DNS_MALFORMED;
+	__u8 ar = h[11];
+	pos += sizeof(h);
+	__u32 name = 0;
+	int done = 0;
+	for (int i = 0; i < BK_DNS_MAX_LABELS; i++) {
+		__u8 l;
+		if (bpf_skb_load_bytes(skb, pos, &l, 1) < 0)
+			return BK_R_DNS_MALFORMED;
+		pos += 1;
+		if (l == 0) {
+			done = 1;
+			break;
+		}
+		if (l > 63)
+			return BK_R_DNS_MALFORMED;
+		name += l + 1;
+		if (name > 254)
+			return BK_R_DNS_MALFORMED;
+		pos += l;
+	}
+	if (!done)
+		return BK_R_DNS_MALFORMED;
+	pos += 4; /* QTYPE, QCLASS */
+	if (ar) {
+		__u8 o[11]; /* name (root), type, class, ttl, rdlength */
+		if (bpf_skb_load_bytes(skb, pos, o, sizeof(o)) < 0)
+			return BK_R_DNS_MALFORMED;
+		__u32 rdlen = ((__u32)o[9] << 8) | o[10];
+		if (o[0] || o[1] || o[2] != 41 || rdlen > BK_DNS_OPT_MAX)
+			return BK_R_DNS_MALFORMED;
+		pos += sizeof(o) + rdlen;
+	}
+	return pos == end ? BK_R_NONE : BK_R_DNS_MALFORMED;
+}
+
 /* Whether the packet's socket carries an exec's mark (a stale socket when
  * its cgroup's policy entry is gone). */
 static __always_inline int skb_marked(struct __sk_buff *skb)
@@ -436,6 +577,8 @@ int bk_egress(struct __sk_buff *skb)
 			return BK_VERDICT_REJECT;
 		__u16 port = l4_dport(skb, ip.ihl * 4, ip.protocol);
 		r = decide4(p, cgid, ip.daddr, ip.protocol, port);
+		if (r == BK_R_NONE && ip.protocol == IPPROTO_UDP && port == 53)
+			r = dns_query_check(skb, ip.ihl * 4);
 		if (r == BK_R_NONE)
 			return BK_VERDICT_PASS;
 		if (r == BK_R_NO_POLICY && skb_marked(skb))
@@ -452,6 +595,8 @@ int bk_egress(struct __sk_buff *skb)
 		__builtin_memcpy(d, &ip6.daddr, 16);
 		__u16 port = l4_dport(skb, sizeof(ip6), ip6.nexthdr);
 		r = decide6(p, cgid, d, ip6.nexthdr, port);
+		if (r == BK_R_NONE && ip6.nexthdr == IPPROTO_UDP && port == 53)
+			r = dns_query_check(skb, sizeof(ip6));
 		if (r == BK_R_NONE)
 			return BK_VERDICT_PASS;
 		if (r == BK_R_NO_POLICY && skb_marked(skb))

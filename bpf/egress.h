@@ -25,7 +25,8 @@
 /* bk_policy value flags */
 #define BK_POL_ALLOW_LOOPBACK (1u << 0) /* only set when the exec has its own netns */
 #define BK_POL_ALLOW_ICMP     (1u << 1)
-#define BK_POL_ALLOW_DNS      (1u << 2) /* port 53 to the pod's resolvers (bk_local) */
+#define BK_POL_ALLOW_DNS      (1u << 2) /* UDP 53 to the pod's resolvers (bk_local): well-formed queries only */
+#define BK_POL_ALLOW_DNS_TCP  (1u << 3) /* TCP 53 to them too (unchecked: a stream; the profile's "dns_tcp") */
 
 struct bk_policy {
 	__u32 flags;
@@ -101,7 +102,16 @@ enum bk_reason {
 	BK_R_SPECIAL = 14,    /* multicast, broadcast, reserved */
 	BK_R_STALE_SOCKET = 15, /* a socket of an exec that has ended (its policy entry is gone) */
 	BK_R_UNMARKED = 16,   /* a new socket could not be marked with its exec: refused */
+	BK_R_TUNNEL = 17,     /* 6to4 (2002::/16) or Teredo (2001::/32): denied unless a profile overrides it */
+	BK_R_DNS_MALFORMED = 18, /* UDP 53 to a resolver that is not one well-formed DNS query */
+	BK_R_DNS_TCP = 19,    /* TCP 53 to a resolver, the profile has no "dns_tcp" */
 };
+
+/* The limits of the DNS query check (cgroup_skb/egress, UDP 53): a QNAME
+ * of at most 255 bytes on the wire (so at most 127 labels), an EDNS0 OPT
+ * record with at most BK_DNS_OPT_MAX bytes of options. */
+#define BK_DNS_MAX_LABELS 128
+#define BK_DNS_OPT_MAX 64
 
 /* bk_sk_owner (socket local storage): the exec cgroup that created the
  * socket, written by bk_sock_create. A socket's decisions are its creator's,

@@ -75,6 +75,9 @@ const char *bk_reason_name(uint32_t reason)
 	case BK_R_SPECIAL: return "special";
 	case BK_R_STALE_SOCKET: return "stale_socket";
 	case BK_R_UNMARKED: return "unmarked";
+	case BK_R_TUNNEL: return "ipv6_tunnel";
+	case BK_R_DNS_MALFORMED: return "dns_malformed";
+	case BK_R_DNS_TCP: return "dns_tcp";
 	default: return "unknown";
 	}
 }
@@ -814,7 +817,7 @@ int bk_step_bpf(struct exec_ctx *x)
 	struct bk_exec_result *res = x->res;
 	struct bk_policy pol = {
 		.flags = (x->fresh_netns ? BK_POL_ALLOW_LOOPBACK : 0) | (prof->icmp ? BK_POL_ALLOW_ICMP : 0) |
-			 (prof->dns ? BK_POL_ALLOW_DNS : 0),
+			 (prof->dns ? BK_POL_ALLOW_DNS : 0) | (prof->dns_tcp ? BK_POL_ALLOW_DNS_TCP : 0),
 		.profile = prof->id,
 	};
 	int r;

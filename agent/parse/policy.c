@@ -21,6 +21,11 @@ static const struct {
 	{ "fc00::/7", BK_R_PRIVATE },            { "0.0.0.0/8", BK_R_LOOPBACK },
 	{ "224.0.0.0/4", BK_R_SPECIAL },         { "240.0.0.0/4", BK_R_SPECIAL },
 	{ "ff00::/8", BK_R_SPECIAL },
+	/* 6to4 and Teredo: tunnels to an IPv4 address the packet does not
+	 * name as its destination (its relay decides). Their embedded IPv4
+	 * addresses are checked in BPF either way (embedded_reason); a profile
+	 * that needs them lifts these with deny_overrides. */
+	{ "2002::/16", BK_R_TUNNEL },            { "2001::/32", BK_R_TUNNEL },
 };
 
 int bk_cidr_parse(const char *s, struct bk_cidr *out)
@@ -193,7 +198,7 @@ static bool in_builtin_deny(const struct bk_policy_set *ps, const struct bk_cidr
 
 static int parse_profile(struct bk_policy_set *ps, const cJSON *pj, struct bk_profile *p, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "netns", "allow", "dns", "icmp", "deny_overrides", NULL };
+	static const char *const keys[] = { "netns", "allow", "dns", "dns_tcp", "icmp", "deny_overrides", NULL };
 	const cJSON *it;
 	cJSON_ArrayForEach(it, pj)
 	{
@@ -208,11 +213,16 @@ static int parse_profile(struct bk_policy_set *ps, const cJSON *pj, struct bk_pr
 	const cJSON *allow = cJSON_GetObjectItemCaseSensitive(pj, "allow");
 	const cJSON *dns = cJSON_GetObjectItemCaseSensitive(pj, "dns");
 	const cJSON *icmp = cJSON_GetObjectItemCaseSensitive(pj, "icmp");
+	const cJSON *dns_tcp = cJSON_GetObjectItemCaseSensitive(pj, "dns_tcp");
 	const cJSON *ovr = cJSON_GetObjectItemCaseSensitive(pj, "deny_overrides");
 	if ((dns && !cJSON_IsBool(dns)) || (icmp && !cJSON_IsBool(icmp)))
 		return bk_fail_buf(err, errlen, -EINVAL, "config: profile %s: dns and icmp are booleans", p->name);
 	p->dns = cJSON_IsTrue(dns);
 	p->icmp = cJSON_IsTrue(icmp);
+	if (dns_tcp && (!cJSON_IsBool(dns_tcp) || (cJSON_IsTrue(dns_tcp) && !p->dns)))
+		return bk_fail_buf(err, errlen, -EINVAL, "config: profile %s: dns_tcp is a boolean and needs \"dns\": true",
+				   p->name);
+	p->dns_tcp = cJSON_IsTrue(dns_tcp);
 	if (allow) {
 		if (!cJSON_IsArray(allow))
 			return bk_fail_buf(err, errlen, -EINVAL, "config: profile %s: allow must be an array", p->name);
@@ -433,8 +443,8 @@ int bk_policy_canon(const struct bk_policy_set *ps, const struct bk_profile *p, 
 			return -ENOSPC;                                             \
 		off += (size_t)w_;                                                  \
 	} while (0)
-	PUT("profile %s\nnetns %s\ndns %s\nicmp %s\n", p->name, p->fresh_netns ? "fresh" : "pod", p->dns ? "on" : "off",
-	    p->icmp ? "on" : "off");
+	PUT("profile %s\nnetns %s\ndns %s\ndns_tcp %s\nicmp %s\n", p->name, p->fresh_netns ? "fresh" : "pod",
+	    p->dns ? "on" : "off", p->dns_tcp ? "on" : "off", p->icmp ? "on" : "off");
 	char c[64];
 	for (int i = 0; i < p->n_allow; i++) {
 		bk_cidr_format(&p->allow[i].c, c, sizeof(c));

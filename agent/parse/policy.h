@@ -31,7 +31,8 @@ struct bk_profile {
 	char name[64];
 	uint32_t id;
 	bool fresh_netns; /* deny-all profiles run in their own netns */
-	bool dns;
+	bool dns;     /* UDP 53 to the pod's resolvers, well-formed queries only */
+	bool dns_tcp; /* and TCP 53 to them (unchecked) */
 	bool icmp;
 	struct bk_allow_rule allow[BK_MAX_ALLOW];
 	int n_allow;

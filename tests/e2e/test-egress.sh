@@ -78,8 +78,8 @@ expect() { # SANDBOX LABEL allowed|refused PROBE...
 		fi
 	done
 }
-INET_ALLOWED="inet-tcp80 inet-tcp443 inet6-tcp80 dns-udp dns-tcp"
-INET_REFUSED="inet-tcp8080 inet6-tcp8080 inet-udp8080 inet-icmp md-tcp80 md-udp53 md6-tcp80 api-tcp443 pod-tcp8080 pod-tcp80 mapped-md nat64-md lo-shim podip-shim dns-other dns-other-tcp"
+INET_ALLOWED="inet-tcp80 inet-tcp443 inet6-tcp80 dns-udp"
+INET_REFUSED="dns-tcp inet-tcp8080 inet6-tcp8080 inet-udp8080 inet-icmp md-tcp80 md-udp53 md6-tcp80 api-tcp443 pod-tcp8080 pod-tcp80 mapped-md nat64-md lo-shim podip-shim dns-other dns-other-tcp"
 CUST_ALLOWED="pod-tcp8080 inet-udp8080 inet-icmp inet6-tcp8080"
 CUST_REFUSED="pod-tcp80 api-tcp443 inet-tcp80 inet-tcp443 inet6-tcp80 md-tcp80 md6-tcp80 mapped-md nat64-md dns-udp dns-tcp dns-other lo-shim podip-shim"
 

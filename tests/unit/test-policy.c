@@ -81,15 +81,19 @@ static void profiles_and_selection(void **st)
 	struct bk_deny_entry d[64];
 	const struct bk_profile *web = bk_policy_find(&c->policy, "web");
 	int n = bk_policy_deny_set(&c->policy, web, d, 64);
-	bool cgnat = false, cluster = false, metadata = false;
+	bool cgnat = false, cluster = false, metadata = false, sixtofour = false, teredo = false;
 	for (int i = 0; i < n; i++) {
 		char b[64];
 		bk_cidr_format(&d[i].c, b, sizeof(b));
+		sixtofour |= streq(b, "2002::/16") && d[i].reason == BK_R_TUNNEL;
+		teredo |= streq(b, "2001::/32") && d[i].reason == BK_R_TUNNEL;
 		cgnat |= streq(b, "100.64.0.0/10");
 		cluster |= streq(b, "10.96.0.0/12") && d[i].reason == BK_R_CLUSTER;
 		metadata |= streq(b, "169.254.169.254/32") && d[i].reason == BK_R_METADATA;
 	}
 	assert_false(cgnat);
+	assert_true(sixtofour); /* tunnels: denied unless a profile lifts them */
+	assert_true(teredo);
 	assert_true(cluster);
 	assert_true(metadata);
 	/* canonical text: stable, and different per profile */
@@ -98,6 +102,7 @@ static void profiles_and_selection(void **st)
 	assert_true(bk_policy_canon(&c->policy, bk_policy_find(&c->policy, "internet"), b2, sizeof(b2)) > 0);
 	assert_string_not_equal(a, b2);
 	assert_non_null(strstr(a, "override 100.64.0.0/10"));
+	assert_non_null(strstr(a, "dns_tcp off"));
 	free(c);
 }
 
@@ -106,6 +111,8 @@ static void profiles_refused(void **st)
 	struct bk_config *c = calloc(1, sizeof(*c));
 	static const char *bad[] = {
 		"{\"profiles\":{\"x\":{\"allow\":[{\"cidr\":\"nope\",\"ports\":\"80\"}]}}}",
+		"{\"profiles\":{\"x\":{\"dns_tcp\":true}}}", /* TCP DNS without DNS */
+		"{\"profiles\":{\"x\":{\"dns\":true,\"dns_tcp\":1}}}",
 		"{\"profiles\":{\"x\":{\"allow\":[{\"cidr\":\"1.2.3.0/24\",\"ports\":\"0\"}]}}}",
 		"{\"profiles\":{\"x\":{\"allow\":[{\"cidr\":\"1.2.3.0/24\",\"ports\":\"80\",\"proto\":\"sctp\"}]}}}",
 		/* an override must be an entry of the deny set, not a wildcard */
