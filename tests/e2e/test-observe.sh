@@ -154,15 +154,23 @@ if bk_sandbox_create ob2; then
 		test "$(val boxkite_live_execs <<< "$m1")" = 0
 	check "  ... ob2's denial is not in ob1's bpf_denied_total ($(val boxkite_bpf_denied_total <<< "$m1a") -> $(val boxkite_bpf_denied_total <<< "$m1"))" \
 		test "$(val boxkite_bpf_denied_total <<< "$m1")" = "$(val boxkite_bpf_denied_total <<< "$m1a")"
-	check "  ... no series naming ob2 in ob1's view" sh -c "! grep -q 'pod=\"ob2\"' <<< '$m1'"
-	check "  ... no node-wide series in a pod's view (sandboxes, refused callers, lost events, self-test runs)" \
-		sh -c "! grep -qE '^boxkite_(sandboxes|refused_callers_total|ringbuf_lost_total|events_suppressed_total|selftest_runs_total)' <<< '$m1'"
-	check "  ... ob2 sees its own: 1 live, 2 completed, its denial" \
-		sh -c "[ '$(val boxkite_live_execs <<< "$m2")' = 1 ] && [ '$(val "$DONE" <<< "$m2")' = 2 ] &&
-			[ '$(val boxkite_bpf_denied_total <<< "$m2")' -ge 1 ] && grep -q '^boxkite_denials_total{namespace=\"[^\"]*\",pod=\"ob2\"' <<< '$m2'"
-	check "  ... the node endpoint (--metrics) keeps everything: both pods' denials, sandboxes, live execs" \
-		sh -c "grep -q 'pod=\"ob1\"' <<< '$node' && grep -q 'pod=\"ob2\"' <<< '$node' &&
-			[ '$(val boxkite_sandboxes <<< "$node")' -ge 2 ] && [ '$(val boxkite_live_execs <<< "$node")' -ge 1 ]"
+	no_ob2() { ! grep -q 'pod="ob2"' <<< "$m1"; }
+	no_node_wide() {
+		! grep -qE '^boxkite_(sandboxes|refused_callers_total|ringbuf_lost_total|events_suppressed_total|selftest_runs_total)' <<< "$m1"
+	}
+	ob2_own() {
+		[ "$(val boxkite_live_execs <<< "$m2")" = 1 ] && [ "$(val "$DONE" <<< "$m2")" = 2 ] &&
+			[ "$(val boxkite_bpf_denied_total <<< "$m2")" -ge 1 ] &&
+			grep -q '^boxkite_denials_total{namespace="[^"]*",pod="ob2"' <<< "$m2"
+	}
+	node_all() {
+		grep -q 'pod="ob1"' <<< "$node" && grep -q 'pod="ob2"' <<< "$node" &&
+			[ "$(val boxkite_sandboxes <<< "$node")" -ge 2 ] && [ "$(val boxkite_live_execs <<< "$node")" -ge 1 ]
+	}
+	check "  ... no series naming ob2 in ob1's view" no_ob2
+	check "  ... no node-wide series in a pod's view (sandboxes, refused callers, lost events, self-test runs)" no_node_wide
+	check "  ... ob2 sees its own: 1 live, 2 completed, its denial" ob2_own
+	check "  ... the node endpoint (--metrics) keeps everything: both pods' denials, sandboxes, live execs" node_all
 else not_ok "second sandbox created"; fi
 
 # --- the kernel and what it offers (issue 20) -----------------------------------------
