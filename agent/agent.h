@@ -11,6 +11,7 @@
 
 #define BK_HIST_BUCKETS 12
 #define BK_MAX_DENY_SERIES 256
+#define BK_MAX_POD_SERIES 256
 
 struct bk_deny_series {
 	char pod[128];
@@ -32,6 +33,19 @@ struct bk_limits {
 	int exec_per_pod;        /* live execs of one pod: its share of exec_budget */
 };
 
+/* One pod's share of the counters: all its GET /metrics may show. */
+struct bk_pod_stats {
+	char pod[256]; /* as long as struct bk_pod's */
+	char ns[256];
+	uint64_t execs[4];          /* completed, timeout, isolation_failed, refused_node_unsafe */
+	uint64_t layer_failures[6]; /* as in struct bk_agent */
+	uint64_t hist[BK_HIST_BUCKETS + 1];
+	double hist_sum;
+	uint64_t live;     /* execs of this pod running now */
+	uint64_t denied;   /* connection attempts its execs had refused by BPF (exact totals) */
+	uint64_t last_ns;  /* last update: the least recent row without live execs makes room */
+};
+
 struct bk_agent {
 	struct bk_config cfg;
 	struct bk_limits limits;
@@ -48,10 +62,12 @@ struct bk_agent {
 	uint64_t selftest_runs, selftest_failures;
 	int64_t selftest_last_ok; /* unix seconds, 0 = never */
 	char selftest_error[512];
-	/* denials by sandbox and reason */
+	/* denials by sandbox and reason; per-pod counters (under stats_lock) */
 	pthread_mutex_t stats_lock;
 	struct bk_deny_series deny[BK_MAX_DENY_SERIES];
 	int n_deny;
+	struct bk_pod_stats pods[BK_MAX_POD_SERIES];
+	int n_pods;
 };
 
 extern const double bk_hist_bounds[BK_HIST_BUCKETS];

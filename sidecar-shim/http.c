@@ -10,7 +10,9 @@
  * wait for the agent's answer, which happens inside the handler.
  *
  * Order of checks for a request (first handler call, headers complete):
- *   route (404) -> method (405) -> /health answered here, no token
+ *   framing (400: Content-Length with Transfer-Encoding, differing
+ *   Content-Lengths, a Transfer-Encoding other than "chunked", a NUL byte
+ *   anywhere in the client's bytes) -> route (404) -> method (405) -> /health answered here, no token
  *   -> token configured (503) -> X-Sidecar-Auth-Token (401)
  *   -> Content-Length over the limit (413) -> concurrency slot (429)
  *   -> body streamed with a running size check (413) -> JSON object (400)
@@ -59,6 +61,10 @@ static const char body_unauthorized[] = ERR_BODY("unauthorized", "unauthorized")
 static const char body_no_token[] = ERR_BODY("no auth token is configured; refusing every request", "no_token_configured");
 static const char body_too_large[] = ERR_BODY("request body too large", "body_too_large");
 static const char body_busy[] = ERR_BODY("too many concurrent requests", "too_many_requests");
+static const char body_bad_framing[] =
+	ERR_BODY("ambiguous request framing: Content-Length with Transfer-Encoding, Content-Length headers that "
+		 "differ, a Transfer-Encoding other than chunked, or a NUL byte",
+		 "bad_request_framing");
 static const char body_bad_json[] = ERR_BODY("request body must be a JSON object", "bad_json");
 static const char body_unavailable[] = ERR_BODY("boxkite agent unavailable", "agent_unavailable");
 static const char body_bad_reply[] = ERR_BODY("malformed response from the boxkite agent", "bad_agent_response");
@@ -115,7 +121,7 @@ static enum MHD_Result respond(struct shim *s, struct MHD_Connection *c, struct 
 		ok = MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 	if (ok == MHD_YES && status == MHD_HTTP_METHOD_NOT_ALLOWED && r->route)
 		ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->route->method);
-	if (ok == MHD_YES && atomic_load(&s->draining))
+	if (ok == MHD_YES && (atomic_load(&s->draining) || body == body_bad_framing))
 		ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	if (ok == MHD_YES)
 		ok = MHD_queue_response(c, status, resp);
@@ -170,6 +176,70 @@ static bool auth_ok(struct shim *s, struct MHD_Connection *c)
 	return ok;
 }
 
+/* ---- request framing ----------------------------------------------------
+ *
+ * A proxy in front of the shim must never see a different request than the
+ * shim does. libmicrohttpd takes the first of several Content-Length
+ * headers, lets Transfer-Encoding win over Content-Length, and cuts a
+ * header value at a NUL byte; another HTTP implementation may do otherwise,
+ * and the rest of the bytes would then be a second request to one and part
+ * of a body to the other. So these are refused (400, connection closed)
+ * before anything else looks at the request: at the handler's first call,
+ * the earliest point where MHD exposes the header list (it does not read
+ * the body before we accept the request, and a response queued from this
+ * call closes the connection, so nothing after the headers is ever parsed
+ * as a next request). A NUL byte is not visible in MHD's header list (it
+ * stores C strings): in TLS mode the pump flags any NUL in the client's
+ * plaintext before MHD gets the byte (tls_conn_request()); in plaintext
+ * mode (testing only) MHD reads the socket itself and this check is
+ * absent. */
+struct framing_scan {
+	unsigned n_cl, n_te;
+	bool cl_differ, cl_bad, te_bad;
+	const char *cl;
+	size_t cl_len;
+};
+
+static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+				    const char *value, size_t value_size)
+{
+	struct framing_scan *f = cls;
+	if (!value)
+		value = "", value_size = 0;
+	if (key_size == strlen(MHD_HTTP_HEADER_CONTENT_LENGTH) &&
+	    strncasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH, key_size) == 0) {
+		if (f->n_cl++ && (value_size != f->cl_len || memcmp(value, f->cl, value_size) != 0))
+			f->cl_differ = true;
+		f->cl = value;
+		f->cl_len = value_size;
+		if (value_size == 0)
+			f->cl_bad = true;
+		for (size_t i = 0; i < value_size; i++)
+			if (value[i] < '0' || value[i] > '9')
+				f->cl_bad = true; /* lists ("2, 2"), signs, spaces */
+	} else if (key_size == strlen(MHD_HTTP_HEADER_TRANSFER_ENCODING) &&
+		   strncasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING, key_size) == 0) {
+		f->n_te++;
+		if (value_size != strlen("chunked") || strncasecmp(value, "chunked", value_size) != 0)
+			f->te_bad = true;
+	}
+	return MHD_YES;
+}
+
+static bool framing_ok(struct shim *s, struct MHD_Connection *c, bool headers)
+{
+	if (s->tls) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (!ci || tls_conn_request(s, ci->connect_fd))
+			return false;
+	}
+	if (!headers)
+		return true;
+	struct framing_scan f = { 0 };
+	MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_framing, &f);
+	return !(f.cl_differ || f.cl_bad || f.te_bad || f.n_te > 1 || (f.n_cl && f.n_te));
+}
+
 /* ---- forwarding -------------------------------------------------------- */
 
 static bool is_transport_malformed(int e)
@@ -222,8 +292,10 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
  * trickles one header byte every few seconds never trips it and holds a
  * connection (and, at max_connections such clients, the whole shim) for as
  * long as it likes, without ever authenticating. So every connection also
- * gets a deadline: the headers of its next request must be complete within
- * conn_timeout of the connection's start or of the previous request's end.
+ * gets a deadline: the headers of its first request must be complete within
+ * header_timeout of accept (in TLS mode the handshake spends from the same
+ * budget, tls.c), those of a later request within conn_timeout of the
+ * previous request's end (that wait includes an idle keep-alive).
  * The deadline is cleared when MHD hands us the headers (first handler
  * call), so a long /exec or a body upload is not affected. A watchdog
  * thread shuts down (shutdown(2), MHD then sees EOF and cleans up) the
@@ -246,7 +318,8 @@ static void notify_connection(void *cls, struct MHD_Connection *c, void **socket
 		if (!cs)
 			return; /* no deadline; MHD's inactivity timeout still applies */
 		cs->fd = ci->connect_fd;
-		cs->deadline = now_ns() + (uint64_t)s->conn_timeout * 1000000000ull;
+		uint64_t start = s->tls ? tls_conn_accepted(s, cs->fd) : 0;
+		cs->deadline = (start ? start : now_ns()) + (uint64_t)s->header_timeout * 1000000000ull;
 		pthread_mutex_lock(&s->conns_lock);
 		cs->next = s->conns;
 		if (s->conns)
@@ -322,6 +395,13 @@ static void *conn_watchdog(void *arg)
 static enum MHD_Result first_call(struct shim *s, struct MHD_Connection *c, struct req *r, const char *url,
 				  const char *method)
 {
+	if (!framing_ok(s, c, true)) {
+		static struct ratelimit rl = RATELIMIT_INIT(5);
+		unsigned dropped;
+		if (ratelimit_ok(&rl, &dropped))
+			log_info("refused an ambiguous request framing", LS("peer", r->peer), LI("suppressed", dropped));
+		return respond_static(s, c, r, MHD_HTTP_BAD_REQUEST, body_bad_framing);
+	}
 	r->route = find_route(url);
 	if (!r->route)
 		return respond_static(s, c, r, MHD_HTTP_NOT_FOUND, body_not_found);
@@ -426,6 +506,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	}
 	if (r->too_large)
 		return respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
+	if (!framing_ok(s, c, false)) /* a NUL in the body, seen after the headers */
+		return respond_static(s, c, r, MHD_HTTP_BAD_REQUEST, body_bad_framing);
 	if (!r->route->op)
 		return respond_static(s, c, r, MHD_HTTP_OK,
 				      upstream_healthy(&s->upstream) ? body_health_ok : body_health_down);
@@ -494,6 +576,8 @@ int http_start(struct shim *s)
 		flags |= MHD_USE_NO_LISTEN_SOCKET;
 	struct MHD_OptionItem opts[] = {
 		{ MHD_OPTION_CONNECTION_LIMIT, s->max_connections, NULL },
+		/* plaintext mode: MHD sees the peers (TLS mode: tls.c counts them; 0 = off) */
+		{ MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->tls ? 0 : s->max_per_peer, NULL },
 		{ MHD_OPTION_CONNECTION_TIMEOUT, s->conn_timeout, NULL },
 		{ MHD_OPTION_CONNECTION_MEMORY_LIMIT, SHIM_CONN_MEMORY_LIMIT, NULL },
 		{ MHD_OPTION_THREAD_STACK_SIZE, SHIM_THREAD_STACK, NULL },

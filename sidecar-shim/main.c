@@ -13,6 +13,15 @@
  *   SIDECAR_CONN_TIMEOUT     seconds an idle/slow client may hold a
  *                            connection (default 30); never applies to the
  *                            wait for the agent's answer
+ *   SIDECAR_HEADER_TIMEOUT   seconds from accept to the first request's
+ *                            complete headers, TLS handshake included
+ *                            (default 10, at most SIDECAR_CONN_TIMEOUT)
+ *   SIDECAR_MAX_CONNECTIONS_PER_PEER  open connections of one peer address
+ *                            (IPv6: one /64) (default max_connections -
+ *                            max_concurrent)
+ *   SIDECAR_MAX_PENDING_PER_PEER  of those, half-open ones: before their
+ *                            first request's headers (default: the same;
+ *                            TLS mode)
  *   SIDECAR_DRAIN_TIMEOUT    seconds to let in-flight requests finish on
  *                            SIGTERM (default 30)
  *   SIDECAR_LOG_LEVEL        debug|info|warn|error (default info)
@@ -198,6 +207,19 @@ static int load_config(struct shim *s, const char **cert, const char **key)
 	if (env_uint("SIDECAR_CONN_TIMEOUT", SHIM_DEFAULT_CONN_TIMEOUT, 1, 3600, &v) < 0)
 		return -EINVAL;
 	s->conn_timeout = (unsigned)v;
+	uint64_t hdef = s->conn_timeout < SHIM_HEADER_TIMEOUT_DEFAULT ? s->conn_timeout : SHIM_HEADER_TIMEOUT_DEFAULT;
+	if (env_uint("SIDECAR_HEADER_TIMEOUT", hdef, 1, s->conn_timeout, &v) < 0)
+		return -EINVAL;
+	s->header_timeout = (unsigned)v;
+	/* One peer never takes the last max_concurrent connections: another
+	 * client can always open enough for a full concurrency's worth. */
+	if (env_uint("SIDECAR_MAX_CONNECTIONS_PER_PEER", s->max_connections - s->max_concurrent, 1, s->max_connections,
+		     &v) < 0)
+		return -EINVAL;
+	s->max_per_peer = (unsigned)v;
+	if (env_uint("SIDECAR_MAX_PENDING_PER_PEER", s->max_per_peer, 1, s->max_per_peer, &v) < 0)
+		return -EINVAL;
+	s->max_pending_per_peer = (unsigned)v;
 	if (env_uint("SIDECAR_DRAIN_TIMEOUT", SHIM_DEFAULT_DRAIN_TIMEOUT, 0, 3600, &v) < 0)
 		return -EINVAL;
 	s->drain_timeout = (unsigned)v;

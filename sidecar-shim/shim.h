@@ -36,7 +36,7 @@
 #define SHIM_DEFAULT_CONN_TIMEOUT 30u
 #define SHIM_DEFAULT_DRAIN_TIMEOUT 30u
 #define SHIM_TOKEN_MAX 4096u              /* bytes in the token file */
-#define SHIM_TLS_HANDSHAKE_TIMEOUT_MAX 10u /* seconds, capped by conn timeout */
+#define SHIM_HEADER_TIMEOUT_DEFAULT 10u /* seconds, capped by conn timeout */
 #define SHIM_HEALTH_PING_TIMEOUT_MS 2000
 #define SHIM_HEALTH_CACHE_NS (1000ull * 1000ull * 1000ull)
 #define SHIM_AGENT_POOL_MAX 8u
@@ -108,6 +108,9 @@ struct shim {
 	unsigned max_concurrent;
 	unsigned max_connections;
 	unsigned conn_timeout;
+	unsigned header_timeout; /* accept -> first request's headers, TLS handshake included */
+	unsigned max_per_peer;   /* open connections of one peer (IPv4 address, IPv6 /64) */
+	unsigned max_pending_per_peer; /* of those, not yet past their first request's headers */
 	unsigned drain_timeout;
 	bool token_set;
 	unsigned char token_hash[32]; /* SHA-256 of the token; the token itself is wiped */
@@ -135,15 +138,21 @@ struct shim {
 	atomic_uint tls_threads;
 	pthread_mutex_t mhd_lock; /* MHD_add_connection vs. MHD_stop_daemon */
 	bool mhd_stopping;
-	/* MHD only sees a socketpair in TLS mode; this maps MHD's end of it
-	 * to the TCP peer, for the per-request log line. */
+	/* One entry per TLS connection, from accept to the end of its thread:
+	 * the per-peer limits count them, and, as MHD only sees a socketpair
+	 * in TLS mode, they map MHD's end of it to the TCP peer (log line,
+	 * accept time for the header deadline, what the pump saw). */
 	pthread_mutex_t peers_lock;
 	struct peer_entry *peers; /* max_connections entries */
 };
 
 struct peer_entry {
-	int fd; /* MHD's end of the socketpair; -1 = free */
-	const void *owner;
+	const void *owner; /* the connection; NULL = free */
+	int fd;            /* MHD's end of the socketpair; -1 = not (or no longer) MHD's */
+	unsigned char key[16]; /* the peer for the limits: IPv4 as ::ffff:a.b.c.d, IPv6 its /64 */
+	bool pending;      /* its first request's headers have not reached the handler yet */
+	bool nul_seen;     /* the pump saw a NUL byte in the client's plaintext */
+	uint64_t accepted; /* now_ns() at accept */
 	char addr[SHIM_ADDR_MAX];
 };
 
@@ -160,3 +169,9 @@ void tls_wait(struct shim *s, unsigned timeout_ms);
 void tls_done(struct shim *s);
 /* Peer address of the connection whose MHD-side socket is fd ("unknown"). */
 void tls_peer_lookup(struct shim *s, int fd, char *buf, size_t size);
+/* When the connection whose MHD-side socket is fd was accepted (0: unknown). */
+uint64_t tls_conn_accepted(struct shim *s, int fd);
+/* A request's headers reached the handler: the connection is no longer
+ * half-open. Returns true if the pump saw a NUL byte in what the client
+ * sent on this connection (also unknown fds: fail closed). */
+bool tls_conn_request(struct shim *s, int fd);

@@ -27,7 +27,9 @@
  * the TCP socket), and the pump adds its own timeout only where MHD cannot
  * see: the handshake, and a client that stops reading its response.
  *
- * The pump never parses anything: bytes in, bytes out. */
+ * The pump never parses anything: bytes in, bytes out; it only notes a NUL
+ * byte in what the client sends (see pump()). The acceptor enforces the
+ * per-peer limits (see peer_admit()). */
 #include "shim.h"
 
 #include <fcntl.h>
@@ -46,6 +48,8 @@ struct conn {
 	int fd;
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
+	struct peer_entry *entry; /* in s->peers, held until the thread ends */
+	char addr[SHIM_ADDR_MAX];
 };
 
 static int no_passphrase(char *buf, int size, int rwflag, void *u) { return 0; }
@@ -128,38 +132,104 @@ int tls_init(struct shim *s, const char *cert_path, const char *key_path)
 	return 0;
 }
 
-/* fd numbers are reused: MHD closes its end of a socketpair before our
- * thread notices and unregisters, and the number may already belong to a
- * newer connection. So registering replaces any entry with the same fd,
- * and unregistering only removes our own entry. */
-static void peer_register(struct shim *s, int fd, const void *owner, const char *addr)
+/* ---- the connection table: per-peer limits and MHD fd -> peer ------------
+ *
+ * Each connection holds one entry from accept to the end of its thread.
+ * At accept, the entries of the same peer are counted: over
+ * max_per_peer open ones, or max_pending_per_peer half-open ones (still in
+ * the TLS handshake or before their first request's headers), the new
+ * connection is closed at once, before it costs a thread. A peer is an IPv4
+ * address or an IPv6 /64 (one host commonly owns a whole /64).
+ *
+ * fd numbers are reused: MHD closes its end of a socketpair before our
+ * thread notices and releases its entry, and the number may already belong
+ * to a newer connection. So setting an fd clears it from any other entry,
+ * and lookups by fd only ever find the newest owner. */
+static void peer_key(const struct sockaddr_storage *ss, unsigned char key[16])
 {
-	pthread_mutex_lock(&s->peers_lock);
+	memset(key, 0, 16);
+	if (ss->ss_family == AF_INET) {
+		key[10] = key[11] = 0xff;
+		memcpy(key + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a))
+			memcpy(key, a, 16); /* the IPv4 peer, as above */
+		else
+			memcpy(key, a, 8); /* its /64 */
+	}
+}
+
+/* Take an entry for a new connection; NULL when the peer is over a limit
+ * (*why says which). */
+static struct peer_entry *peer_admit(struct shim *s, const struct conn *cn, const char *addr, const char **why)
+{
+	unsigned char key[16];
+	peer_key(&cn->peer, key);
+	unsigned open = 0, pending = 0;
 	struct peer_entry *slot = NULL;
+	pthread_mutex_lock(&s->peers_lock);
 	for (unsigned i = 0; i < s->max_connections; i++) {
-		if (s->peers[i].fd == fd || (!slot && s->peers[i].fd < 0)) {
-			slot = &s->peers[i];
-			if (s->peers[i].fd == fd)
-				break;
+		struct peer_entry *p = &s->peers[i];
+		if (!p->owner) {
+			if (!slot)
+				slot = p;
+			continue;
+		}
+		if (memcmp(p->key, key, sizeof(key)) == 0) {
+			open++;
+			pending += p->pending;
 		}
 	}
-	if (slot) {
-		slot->fd = fd;
-		slot->owner = owner;
+	*why = open >= s->max_per_peer		 ? "connections"
+	       : pending >= s->max_pending_per_peer ? "half_open"
+	       : !slot				 ? "table_full"
+						 : NULL;
+	if (!*why) {
+		slot->owner = cn;
+		slot->fd = -1;
+		memcpy(slot->key, key, sizeof(key));
+		slot->pending = true;
+		slot->nul_seen = false;
+		slot->accepted = now_ns();
 		snprintf(slot->addr, sizeof(slot->addr), "%s", addr);
 	}
 	pthread_mutex_unlock(&s->peers_lock);
+	return *why ? NULL : slot;
 }
 
-static void peer_unregister(struct shim *s, const void *owner)
+static void peer_set_fd(struct shim *s, struct peer_entry *e, int fd)
 {
 	pthread_mutex_lock(&s->peers_lock);
 	for (unsigned i = 0; i < s->max_connections; i++)
-		if (s->peers[i].owner == owner && s->peers[i].fd >= 0) {
+		if (s->peers[i].fd == fd)
 			s->peers[i].fd = -1;
-			s->peers[i].owner = NULL;
-		}
+	e->fd = fd;
 	pthread_mutex_unlock(&s->peers_lock);
+}
+
+static void peer_release(struct shim *s, struct peer_entry *e)
+{
+	pthread_mutex_lock(&s->peers_lock);
+	e->owner = NULL;
+	e->fd = -1;
+	e->pending = false;
+	pthread_mutex_unlock(&s->peers_lock);
+}
+
+static void peer_saw_nul(struct shim *s, struct peer_entry *e)
+{
+	pthread_mutex_lock(&s->peers_lock);
+	e->nul_seen = true;
+	pthread_mutex_unlock(&s->peers_lock);
+}
+
+static struct peer_entry *peer_by_fd(struct shim *s, int fd)
+{
+	for (unsigned i = 0; fd >= 0 && i < s->max_connections; i++)
+		if (s->peers[i].owner && s->peers[i].fd == fd)
+			return &s->peers[i];
+	return NULL;
 }
 
 void tls_peer_lookup(struct shim *s, int fd, char *buf, size_t size)
@@ -168,12 +238,34 @@ void tls_peer_lookup(struct shim *s, int fd, char *buf, size_t size)
 	if (!s->peers)
 		return;
 	pthread_mutex_lock(&s->peers_lock);
-	for (unsigned i = 0; i < s->max_connections; i++)
-		if (s->peers[i].fd == fd) {
-			snprintf(buf, size, "%s", s->peers[i].addr);
-			break;
-		}
+	struct peer_entry *e = peer_by_fd(s, fd);
+	if (e)
+		snprintf(buf, size, "%s", e->addr);
 	pthread_mutex_unlock(&s->peers_lock);
+}
+
+uint64_t tls_conn_accepted(struct shim *s, int fd)
+{
+	if (!s->peers)
+		return 0;
+	pthread_mutex_lock(&s->peers_lock);
+	struct peer_entry *e = peer_by_fd(s, fd);
+	uint64_t t = e ? e->accepted : 0;
+	pthread_mutex_unlock(&s->peers_lock);
+	return t;
+}
+
+bool tls_conn_request(struct shim *s, int fd)
+{
+	if (!s->peers)
+		return true;
+	pthread_mutex_lock(&s->peers_lock);
+	struct peer_entry *e = peer_by_fd(s, fd);
+	bool nul = !e || e->nul_seen;
+	if (e)
+		e->pending = false;
+	pthread_mutex_unlock(&s->peers_lock);
+	return nul;
 }
 
 static int set_nonblock(int fd)
@@ -193,11 +285,11 @@ static int poll_one(int fd, short events, int timeout_ms)
 	return r;
 }
 
-static int handshake(struct shim *s, SSL *ssl, int fd)
+/* The handshake is part of the header deadline: both are counted from
+ * accept (http.c goes on with what is left of it). */
+static int handshake(struct shim *s, SSL *ssl, int fd, uint64_t accepted)
 {
-	unsigned hs_timeout = s->conn_timeout < SHIM_TLS_HANDSHAKE_TIMEOUT_MAX ? s->conn_timeout
-										 : SHIM_TLS_HANDSHAKE_TIMEOUT_MAX;
-	uint64_t deadline = now_ns() + (uint64_t)hs_timeout * 1000000000ull;
+	uint64_t deadline = accepted + (uint64_t)s->header_timeout * 1000000000ull;
 	for (;;) {
 		ERR_clear_error();
 		int r = SSL_accept(ssl);
@@ -254,8 +346,9 @@ static void linger(int tcp, bool client_eof)
 /* Move bytes between the TLS connection and MHD's end of the socketpair
  * until MHD closes its end (and what it wrote reached the client), the
  * client goes away, or the client stops reading for conn_timeout. */
-static void pump(struct shim *s, SSL *ssl, int tcp, int app)
+static void pump(struct shim *s, struct peer_entry *pe, SSL *ssl, int tcp, int app)
 {
+	bool nul = false, answered = false;
 	_cleanup_free_ char *c2s = malloc(PUMP_BUF);
 	_cleanup_free_ char *s2c = malloc(PUMP_BUF);
 	if (!c2s || !s2c)
@@ -277,6 +370,15 @@ static void pump(struct shim *s, SSL *ssl, int tcp, int app)
 				c2s_len = (size_t)n;
 				c2s_off = 0;
 				progress = true;
+				/* The one look at the bytes: no request the shim serves
+				 * holds a NUL (not a header, not a JSON body, not chunk
+				 * framing), and MHD would silently cut a header value
+				 * at one. Flagged before MHD can see the byte; the
+				 * handler refuses the request (400). */
+				if (!nul && memchr(c2s, 0, c2s_len)) {
+					nul = true;
+					peer_saw_nul(s, pe);
+				}
 			} else {
 				switch (SSL_get_error(ssl, n)) {
 				case SSL_ERROR_WANT_READ:
@@ -337,6 +439,7 @@ static void pump(struct shim *s, SSL *ssl, int tcp, int app)
 				if (s2c_off == s2c_len)
 					s2c_len = s2c_off = 0;
 				progress = true;
+				answered = true;
 			} else {
 				switch (SSL_get_error(ssl, w)) {
 				case SSL_ERROR_WANT_WRITE:
@@ -354,7 +457,9 @@ static void pump(struct shim *s, SSL *ssl, int tcp, int app)
 		if (app_eof && s2c_len == 0) {
 			ERR_clear_error();
 			SSL_shutdown(ssl); /* best effort close_notify, never waits */
-			linger(tcp, client_eof);
+			/* No answer to protect (a header deadline, say): close now,
+			 * the connection's slot is free at once. */
+			linger(tcp, client_eof || !answered);
 			return;
 		}
 		uint64_t now = now_ns();
@@ -390,15 +495,14 @@ static void *conn_main(void *arg)
 	struct shim *s = cn->s;
 	_cleanup_close_ int fd = cn->fd;
 	_cleanup_close_ int app = -1;
-	char peer[SHIM_ADDR_MAX];
-	sockaddr_str((struct sockaddr *)&cn->peer, cn->peer_len, peer, sizeof(peer));
+	const char *peer = cn->addr;
 
 	SSL *ssl = SSL_new(s->ssl_ctx);
 	if (!ssl || SSL_set_fd(ssl, fd) != 1) {
 		log_warn("cannot set up TLS for a connection", LS("peer", peer), LS("reason", ssl_reason()));
 		goto out;
 	}
-	int e = handshake(s, ssl, fd);
+	int e = handshake(s, ssl, fd, cn->entry->accepted);
 	if (e < 0) {
 		/* Plaintext HTTP, wrong version, scanners, slow clients: the
 		 * connection is closed without a single HTTP byte. */
@@ -430,7 +534,7 @@ static void *conn_main(void *arg)
 	static const struct sockaddr_un unix_peer = { .sun_family = AF_UNIX };
 	enum MHD_Result ok = MHD_NO;
 	if (!s->mhd_stopping) {
-		peer_register(s, sp[1], cn, peer);
+		peer_set_fd(s, cn->entry, sp[1]);
 		ok = MHD_add_connection(s->mhd, sp[1], (const struct sockaddr *)&unix_peer,
 					(socklen_t)sizeof(sa_family_t));
 	} else {
@@ -442,10 +546,10 @@ static void *conn_main(void *arg)
 		goto out;
 	}
 	uint64_t t0 = now_ns();
-	pump(s, ssl, fd, app);
+	pump(s, cn->entry, ssl, fd, app);
 	log_debug("tls connection closed", LS("peer", peer), LI("duration_ms", (now_ns() - t0) / 1000000ull));
 out:
-	peer_unregister(s, cn);
+	peer_release(s, cn->entry);
 	ERR_clear_error();
 	if (ssl)
 		SSL_free(ssl);
@@ -504,6 +608,21 @@ static void *acceptor_main(void *arg)
 			free(cn);
 			continue;
 		}
+		sockaddr_str((struct sockaddr *)&cn->peer, cn->peer_len, cn->addr, sizeof(cn->addr));
+		const char *why;
+		cn->entry = peer_admit(s, cn, cn->addr, &why);
+		if (!cn->entry) {
+			atomic_fetch_sub(&s->tls_threads, 1);
+			static struct ratelimit rl = RATELIMIT_INIT(1);
+			unsigned dropped;
+			if (ratelimit_ok(&rl, &dropped))
+				log_warn("per-peer connection limit reached; closing the new connection",
+					 LS("peer", cn->addr), LS("limit", why), LI("max_per_peer", s->max_per_peer),
+					 LI("max_pending_per_peer", s->max_pending_per_peer), LI("suppressed", dropped));
+			close(cn->fd);
+			free(cn);
+			continue;
+		}
 		int one = 1;
 		(void)setsockopt(cn->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		pthread_attr_t attr;
@@ -515,6 +634,7 @@ static void *acceptor_main(void *arg)
 		pthread_attr_destroy(&attr);
 		if (e != 0) {
 			log_warn("cannot start a connection thread", LS("error", strerror(e)));
+			peer_release(s, cn->entry);
 			atomic_fetch_sub(&s->tls_threads, 1);
 			close(cn->fd);
 			free(cn);

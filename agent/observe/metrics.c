@@ -65,38 +65,77 @@ static int count_sandbox(const struct bk_container_info *ci, void *ud)
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
+/* The counters one view shows: the node's (--metrics) or one pod's. */
+struct counts {
+	uint64_t execs[4]; /* completed, timeout, isolation_failed, refused_node_unsafe */
+	uint64_t layer_failures[6];
+	uint64_t hist[BK_HIST_BUCKETS + 1];
+	double hist_sum;
+	uint64_t live, denied;
+};
+
+/* A pod sees its own series only: its execs, durations, failures, live
+ * execs and denials, and whether the node serves execs at all (which each
+ * refused exec tells it anyway). Nothing node-wide: not the sandboxes on
+ * the node, other pods' execs or denials, refused callers, lost events. */
 char *bk_metrics_text(struct bk_agent *a, const struct bk_pod *only)
 {
 	struct buf b = { 0 };
+	struct counts c = { 0 };
+	pthread_mutex_lock(&a->stats_lock);
+	if (only) {
+		for (int i = 0; i < a->n_pods; i++) {
+			const struct bk_pod_stats *ps = &a->pods[i];
+			if (!streq(ps->pod, only->pod_name) || !streq(ps->ns, only->pod_namespace))
+				continue;
+			memcpy(c.execs, ps->execs, sizeof(c.execs));
+			memcpy(c.layer_failures, ps->layer_failures, sizeof(c.layer_failures));
+			memcpy(c.hist, ps->hist, sizeof(c.hist));
+			c.hist_sum = ps->hist_sum;
+			c.live = ps->live;
+			c.denied = ps->denied;
+		}
+	} else {
+		c.execs[0] = LOAD(a->execs_ok);
+		c.execs[1] = LOAD(a->execs_timeout);
+		c.execs[2] = LOAD(a->execs_failed);
+		c.execs[3] = LOAD(a->execs_refused_unsafe);
+		for (int i = 0; i < 6; i++)
+			c.layer_failures[i] = LOAD(a->layer_failures[i]);
+		memcpy(c.hist, a->hist, sizeof(c.hist));
+		c.hist_sum = a->hist_sum;
+		c.live = LOAD(a->engine.live);
+		c.denied = a->engine.filter ? bk_filter_stat(a->engine.filter, BK_S_DENIED) : 0;
+	}
+	pthread_mutex_unlock(&a->stats_lock);
+
 	char v[128];
 	esc(BK_VERSION, v, sizeof(v));
 	put(&b, "# HELP boxkite_build_info Build of the running agent.\n# TYPE boxkite_build_info gauge\n");
 	put(&b, "boxkite_build_info{version=\"%s\"} 1\n", v);
 	put(&b, "# HELP boxkite_execs_total Execs by outcome.\n# TYPE boxkite_execs_total counter\n");
-	put(&b, "boxkite_execs_total{outcome=\"completed\"} %llu\n", (unsigned long long)LOAD(a->execs_ok));
-	put(&b, "boxkite_execs_total{outcome=\"timeout\"} %llu\n", (unsigned long long)LOAD(a->execs_timeout));
-	put(&b, "boxkite_execs_total{outcome=\"isolation_failed\"} %llu\n", (unsigned long long)LOAD(a->execs_failed));
-	put(&b, "boxkite_execs_total{outcome=\"refused_node_unsafe\"} %llu\n",
-	    (unsigned long long)LOAD(a->execs_refused_unsafe));
+	static const char *const outcome[] = { "completed", "timeout", "isolation_failed", "refused_node_unsafe" };
+	for (int i = 0; i < 4; i++)
+		put(&b, "boxkite_execs_total{outcome=\"%s\"} %llu\n", outcome[i], (unsigned long long)c.execs[i]);
 	put(&b, "# HELP boxkite_layer_failures_total Execs refused because a layer could not be built.\n"
 		"# TYPE boxkite_layer_failures_total counter\n");
 	static const char *const lay[] = { "cgroup", "bpf", "netns", "container", "exec", "other" };
 	for (int i = 0; i < 6; i++)
-		put(&b, "boxkite_layer_failures_total{layer=\"%s\"} %llu\n", lay[i], (unsigned long long)LOAD(a->layer_failures[i]));
-	pthread_mutex_lock(&a->stats_lock);
+		put(&b, "boxkite_layer_failures_total{layer=\"%s\"} %llu\n", lay[i], (unsigned long long)c.layer_failures[i]);
 	put(&b, "# HELP boxkite_exec_duration_seconds Exec duration, setup to teardown.\n"
 		"# TYPE boxkite_exec_duration_seconds histogram\n");
 	uint64_t cum = 0;
 	for (int i = 0; i < BK_HIST_BUCKETS; i++) {
-		cum += a->hist[i];
+		cum += c.hist[i];
 		put(&b, "boxkite_exec_duration_seconds_bucket{le=\"%g\"} %llu\n", bk_hist_bounds[i], (unsigned long long)cum);
 	}
-	cum += a->hist[BK_HIST_BUCKETS];
+	cum += c.hist[BK_HIST_BUCKETS];
 	put(&b, "boxkite_exec_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-	put(&b, "boxkite_exec_duration_seconds_sum %.6f\n", a->hist_sum);
+	put(&b, "boxkite_exec_duration_seconds_sum %.6f\n", c.hist_sum);
 	put(&b, "boxkite_exec_duration_seconds_count %llu\n", (unsigned long long)cum);
 	put(&b, "# HELP boxkite_denials_total Connection attempts the BPF layer refused, by sandbox and reason.\n"
 		"# TYPE boxkite_denials_total counter\n");
+	pthread_mutex_lock(&a->stats_lock);
 	for (int i = 0; i < a->n_deny; i++) {
 		if (only && (!streq(a->deny[i].pod, only->pod_name) || !streq(a->deny[i].ns, only->pod_namespace)))
 			continue;
@@ -108,16 +147,25 @@ char *bk_metrics_text(struct bk_agent *a, const struct bk_pod *only)
 	}
 	pthread_mutex_unlock(&a->stats_lock);
 	put(&b, "# HELP boxkite_live_execs Execs running now.\n# TYPE boxkite_live_execs gauge\n");
-	put(&b, "boxkite_live_execs %llu\n", (unsigned long long)LOAD(a->engine.live));
+	put(&b, "boxkite_live_execs %llu\n", (unsigned long long)c.live);
+	if (a->engine.filter) {
+		put(&b, "# HELP boxkite_bpf_denied_total Denials counted in BPF (every hook).\n"
+			"# TYPE boxkite_bpf_denied_total counter\n");
+		put(&b, "boxkite_bpf_denied_total %llu\n", (unsigned long long)c.denied);
+	}
+	put(&b, "# HELP boxkite_selftest_ok 1 when the last node self-test passed (execs are served).\n"
+		"# TYPE boxkite_selftest_ok gauge\n");
+	put(&b, "boxkite_selftest_ok %d\n", a->node_safe ? 1 : 0);
+	if (only)
+		return b.p;
+
+	/* node-wide only (the admin endpoint) */
 	int nsb = 0;
 	void *ud[2] = { a, &nsb };
 	bk_runtime_each(&a->cfg, count_sandbox, ud);
 	put(&b, "# HELP boxkite_sandboxes Sandbox containers on this node.\n# TYPE boxkite_sandboxes gauge\n");
 	put(&b, "boxkite_sandboxes %d\n", nsb);
 	if (a->engine.filter) {
-		put(&b, "# HELP boxkite_bpf_denied_total Denials counted in BPF (every hook).\n"
-			"# TYPE boxkite_bpf_denied_total counter\n");
-		put(&b, "boxkite_bpf_denied_total %llu\n", (unsigned long long)bk_filter_stat(a->engine.filter, BK_S_DENIED));
 		put(&b, "# HELP boxkite_ringbuf_lost_total Denial events lost because the ring buffer was full.\n"
 			"# TYPE boxkite_ringbuf_lost_total counter\n");
 		put(&b, "boxkite_ringbuf_lost_total %llu\n",
@@ -130,9 +178,6 @@ char *bk_metrics_text(struct bk_agent *a, const struct bk_pod *only)
 	put(&b, "# HELP boxkite_refused_callers_total Connections refused: not the shim container of a sandbox pod.\n"
 		"# TYPE boxkite_refused_callers_total counter\n");
 	put(&b, "boxkite_refused_callers_total %llu\n", (unsigned long long)LOAD(a->refused_callers));
-	put(&b, "# HELP boxkite_selftest_ok 1 when the last node self-test passed (execs are served).\n"
-		"# TYPE boxkite_selftest_ok gauge\n");
-	put(&b, "boxkite_selftest_ok %d\n", a->node_safe ? 1 : 0);
 	put(&b, "# HELP boxkite_selftest_last_success_timestamp_seconds Unix time of the last passing self-test.\n"
 		"# TYPE boxkite_selftest_last_success_timestamp_seconds gauge\n");
 	put(&b, "boxkite_selftest_last_success_timestamp_seconds %lld\n", (long long)a->selftest_last_ok);

@@ -87,6 +87,58 @@ static void count_denials(struct bk_agent *a, const struct bk_pod *p, const stru
 	pthread_mutex_unlock(&a->stats_lock);
 }
 
+/* The pod's row of counters (stats_lock held), made on first use. When the
+ * table is full, the least recently updated row without live execs (a pod
+ * long gone, most likely) makes room; NULL if every row has live execs. */
+static struct bk_pod_stats *pod_stats(struct bk_agent *a, const struct bk_pod *p)
+{
+	struct bk_pod_stats *lru = NULL;
+	for (int i = 0; i < a->n_pods; i++) {
+		struct bk_pod_stats *ps = &a->pods[i];
+		if (streq(ps->pod, p->pod_name) && streq(ps->ns, p->pod_namespace))
+			return ps;
+		if (!ps->live && (!lru || ps->last_ns < lru->last_ns))
+			lru = ps;
+	}
+	struct bk_pod_stats *ps = a->n_pods < BK_MAX_POD_SERIES ? &a->pods[a->n_pods++] : lru;
+	if (!ps)
+		return NULL;
+	memset(ps, 0, sizeof(*ps));
+	snprintf(ps->pod, sizeof(ps->pod), "%s", p->pod_name);
+	snprintf(ps->ns, sizeof(ps->ns), "%s", p->pod_namespace);
+	return ps;
+}
+
+enum { OUT_COMPLETED, OUT_TIMEOUT, OUT_FAILED, OUT_UNSAFE };
+
+/* outcome: OUT_*; live: +1 at the start of an exec, -1 at its end. */
+static void count_pod(struct bk_agent *a, const struct bk_pod *p, int outcome, int li, int live,
+		      const struct bk_exec_result *res)
+{
+	pthread_mutex_lock(&a->stats_lock);
+	struct bk_pod_stats *ps = pod_stats(a, p);
+	if (ps) {
+		ps->last_ns = now_ns();
+		if (live > 0)
+			ps->live++;
+		else if (live < 0 && ps->live)
+			ps->live--;
+		if (outcome >= 0)
+			ps->execs[outcome]++;
+		if (li >= 0)
+			ps->layer_failures[li]++;
+		if (res && (outcome == OUT_COMPLETED || outcome == OUT_TIMEOUT)) {
+			int bi = 0;
+			while (bi < BK_HIST_BUCKETS && res->duration_ms / 1000.0 > bk_hist_bounds[bi])
+				bi++;
+			ps->hist[bi]++;
+			ps->hist_sum += res->duration_ms / 1000.0;
+			ps->denied += res->denied_total;
+		}
+	}
+	pthread_mutex_unlock(&a->stats_lock);
+}
+
 static void count_outcome(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_result *res, int r)
 {
 	if (r < 0) {
@@ -97,6 +149,7 @@ static void count_outcome(struct bk_agent *a, const struct bk_pod *pod, const st
 			if (streq(res->layer, lay[i]))
 				li = i;
 		__atomic_add_fetch(&a->layer_failures[li], 1, __ATOMIC_RELAXED);
+		count_pod(a, pod, OUT_FAILED, li, -1, res);
 		return;
 	}
 	__atomic_add_fetch(res->timed_out ? &a->execs_timeout : &a->execs_ok, 1, __ATOMIC_RELAXED);
@@ -108,6 +161,7 @@ static void count_outcome(struct bk_agent *a, const struct bk_pod *pod, const st
 	a->hist[bi]++;
 	a->hist_sum += res->duration_ms / 1000.0;
 	pthread_mutex_unlock(&a->stats_lock);
+	count_pod(a, pod, res->timed_out ? OUT_TIMEOUT : OUT_COMPLETED, -1, -1, res);
 }
 
 /* The audit line of the exec, then one line per denied connection. */
@@ -222,6 +276,7 @@ int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct b
 	memset(res, 0, sizeof(*res));
 	if (!a->node_safe) {
 		__atomic_add_fetch(&a->execs_refused_unsafe, 1, __ATOMIC_RELAXED);
+		count_pod(a, pod, OUT_UNSAFE, -1, 0, NULL);
 		ref->code = "node_unsafe";
 		bk_fail(&ref->err, -EPERM, "",
 			"this node failed its isolation self-test and refuses execs until it passes again: %s",
@@ -265,6 +320,7 @@ int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct b
 		.landlock = al.active, .landlock_paths = al.paths, .landlock_n = al.n,
 		.spawned = exec_spawned, .spawned_ud = &sc,
 	};
+	count_pod(a, pod, -1, -1, +1, NULL);
 	int r = bk_exec_run(&a->engine, pod, &req, res);
 	budget_give(pod->pod_uid);
 	bk_allowlist_free(&al);

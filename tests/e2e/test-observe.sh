@@ -129,6 +129,50 @@ met=$(nsenter --net="/run/netns/$(sb ob1 client_netns)" curl -sk --max-time 5 --
 check "GET /metrics through the shim: Prometheus text" grep -q '^boxkite_execs_total{outcome="completed"}' <<< "$met"
 check "  ... with this pod's denial series only" sh -c "echo '$met' | grep '^boxkite_denials_total' | grep -q 'pod=\"ob1\"' && ! echo '$met' | grep '^boxkite_denials_total' | grep -vq 'pod=\"ob1\"'"
 
+# --- a pod's /metrics holds only its own series (issue 13) ---------------------------
+pod_metrics() {
+	printf 'X-Sidecar-Auth-Token: %s\n' "$(cat "$(sb "$1" token_file)")" > "$T/hdr-$1"
+	nsenter --net="/run/netns/$(sb "$1" client_netns)" curl -sk --max-time 5 --pinnedpubkey "$(sb "$1" pin)" \
+		-H @"$T/hdr-$1" "$(sb "$1" url)/metrics"
+}
+val() { awk -v k="$1" '$1 == k { print $2 }'; }
+DONE='boxkite_execs_total{outcome="completed"}'
+if bk_sandbox_create ob2; then
+	m1a=$(pod_metrics ob1)
+	bk_exec ob2 -- sh -c 'curl -s --max-time 2 http://169.254.169.254/ ; true'
+	bk_exec ob2 -- true
+	"$CTL" --admin-socket "$T/admin.sock" exec ob2 --timeout $((30 * TIME_SCALE)) -- sleep $((4 * TIME_SCALE)) > /dev/null &
+	lp=$!
+	for _ in $(seq 1 100); do [ "$(pod_metrics ob2 | val boxkite_live_execs)" = 1 ] && break; sleep 0.1; done
+	m1=$(pod_metrics ob1)
+	m2=$(pod_metrics ob2)
+	node=$(curl -s "http://127.0.0.1:$MPORT/metrics")
+	kill $lp 2>/dev/null; wait $lp 2>/dev/null
+	check "pod /metrics: ob2's execs leave ob1's exec counter alone ($(val "$DONE" <<< "$m1a") -> $(val "$DONE" <<< "$m1"))" \
+		test "$(val "$DONE" <<< "$m1")" = "$(val "$DONE" <<< "$m1a")"
+	check "  ... ob1 shows 0 live execs while ob2 runs one (ob1: $(val boxkite_live_execs <<< "$m1"))" \
+		test "$(val boxkite_live_execs <<< "$m1")" = 0
+	check "  ... ob2's denial is not in ob1's bpf_denied_total ($(val boxkite_bpf_denied_total <<< "$m1a") -> $(val boxkite_bpf_denied_total <<< "$m1"))" \
+		test "$(val boxkite_bpf_denied_total <<< "$m1")" = "$(val boxkite_bpf_denied_total <<< "$m1a")"
+	no_ob2() { ! grep -q 'pod="ob2"' <<< "$m1"; }
+	no_node_wide() {
+		! grep -qE '^boxkite_(sandboxes|refused_callers_total|ringbuf_lost_total|events_suppressed_total|selftest_runs_total)' <<< "$m1"
+	}
+	ob2_own() {
+		[ "$(val boxkite_live_execs <<< "$m2")" = 1 ] && [ "$(val "$DONE" <<< "$m2")" = 2 ] &&
+			[ "$(val boxkite_bpf_denied_total <<< "$m2")" -ge 1 ] &&
+			grep -q '^boxkite_denials_total{namespace="[^"]*",pod="ob2"' <<< "$m2"
+	}
+	node_all() {
+		grep -q 'pod="ob1"' <<< "$node" && grep -q 'pod="ob2"' <<< "$node" &&
+			[ "$(val boxkite_sandboxes <<< "$node")" -ge 2 ] && [ "$(val boxkite_live_execs <<< "$node")" -ge 1 ]
+	}
+	check "  ... no series naming ob2 in ob1's view" no_ob2
+	check "  ... no node-wide series in a pod's view (sandboxes, refused callers, lost events, self-test runs)" no_node_wide
+	check "  ... ob2 sees its own: 1 live, 2 completed, its denial" ob2_own
+	check "  ... the node endpoint (--metrics) keeps everything: both pods' denials, sandboxes, live execs" node_all
+else not_ok "second sandbox created"; fi
+
 # --- the kernel and what it offers (issue 20) -----------------------------------------
 ctl status > "$T/status.json"
 check "status: kernel is this machine's release" test "$(jq -r .kernel "$T/status.json")" = "$(uname -r)"

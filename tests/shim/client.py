@@ -16,6 +16,18 @@
         send one POST with exactly the given header bytes (hex, so NUL, CR
         and tabs survive the shell; a file for a 1 MB header, which curl
         refuses to send); prints the status code or "none".
+  wire  --port P [--tls] --request-hex HEX
+        send exactly these request bytes (a whole request, framing
+        included); prints the status codes of every answer received before
+        the shim closes, space separated ("none" if there was none).
+  hold  --port P --source ADDR --count N [--hold S]
+        open N connections from the local address ADDR and leave them
+        half-open: the even ones stop after TCP connect, the odd ones after
+        the TLS handshake plus half the request headers. Prints
+        "held H refused R" once they are set up (a connection the shim
+        closed within 0.5 s is refused), then, when every held one is
+        closed or --hold seconds passed, "closed C max_s M" (how many held
+        ones the shim closed and when the last one was).
   load  --port P [--tls] --token T [--threads N] [--requests M]
         N keep-alive clients, M requests each; every 200 must echo its own
         request. Prints "ok=.. busy=.. bad=..", exits 1 on any bad answer.
@@ -127,6 +139,80 @@ def cmd_raw(a):
     return 0
 
 
+def cmd_wire(a):
+    s = connect(a.port, a.tls)
+    try:
+        s.sendall(bytes.fromhex(a.request_hex))
+    except OSError:
+        pass
+    data, _ = read_until_close(s, 10)
+    codes = []
+    for part in data.split(b"HTTP/1.")[1:]:
+        f = part.split(b"\r\n", 1)[0].split()
+        if len(f) > 1 and f[1].isdigit():
+            codes.append(f[1].decode())
+    print(" ".join(codes) if codes else "none")
+    return 0
+
+
+def cmd_hold(a):
+    import select
+    conns = []
+    for i in range(a.count):
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((a.source, 0))
+            s.settimeout(5)
+            s.connect(("127.0.0.1", a.port))
+            if i % 2:
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+                s = ctx.wrap_socket(s)
+                s.sendall(b"POST /exec HTTP/1.1\r\nHost: x\r\nContent-Le")
+            conns.append(s)
+        except (OSError, ssl.SSLError):
+            conns.append(None)  # refused during the handshake
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    held = []
+    for s in conns:
+        if s is None:
+            continue
+        r, _, _ = select.select([s], [], [], 0)
+        if r:
+            try:
+                s.setblocking(False)
+                d = s.recv(1)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                d = b"x"
+            except (OSError, ssl.SSLError):
+                d = b""
+            if d == b"":
+                continue
+        held.append(s)
+    print(f"held {len(held)} refused {a.count - len(held)}", flush=True)
+    closed, last = 0, 0.0
+    open_ = list(held)
+    for s in open_:
+        s.setblocking(False)
+    while open_ and time.monotonic() - t0 < a.hold:
+        r, _, _ = select.select(open_, [], [], 0.1)
+        for s in r:
+            try:
+                d = s.recv(4096)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                continue
+            except (OSError, ssl.SSLError):
+                d = b""
+            if d == b"":
+                closed += 1
+                last = time.monotonic() - t0 + 0.5
+                open_.remove(s)
+    print(f"closed {closed} max_s {last:.1f}", flush=True)
+    return 0
+
+
 def cmd_load(a):
     """Many keep-alive clients at once; every answer must be the echo of
     its own request (no cross-talk between agent connections)."""
@@ -198,6 +284,15 @@ def main():
     p.add_argument("--header-hex", default="")
     p.add_argument("--header-file", help="one more header line, read from a file (for huge headers)")
     p.add_argument("--body", default="{}")
+    p = sub.add_parser("wire")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--tls", action="store_true")
+    p.add_argument("--request-hex", required=True)
+    p = sub.add_parser("hold")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--source", default="127.0.0.2")
+    p.add_argument("--count", type=int, default=50)
+    p.add_argument("--hold", type=float, default=15)
     p = sub.add_parser("load")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--tls", action="store_true")
@@ -206,7 +301,7 @@ def main():
     p.add_argument("--requests", type=int, default=20)
     a = ap.parse_args()
     return {"slow": cmd_slow, "trickle": cmd_trickle, "plain": cmd_plain, "raw": cmd_raw,
-            "load": cmd_load}[a.cmd](a)
+            "wire": cmd_wire, "hold": cmd_hold, "load": cmd_load}[a.cmd](a)
 
 
 if __name__ == "__main__":
