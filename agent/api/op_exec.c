@@ -105,6 +105,11 @@ static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_resu
 		cJSON_AddStringToObject(iso, "cgroup_pids_v1", r->cgroup_pids);
 	if (r->cgroup_memory[0])
 		cJSON_AddStringToObject(iso, "cgroup_memory_v1", r->cgroup_memory);
+	if (r->n_cgroups_v1) {
+		cJSON *v1 = cJSON_AddObjectToObject(iso, "cgroups_v1");
+		for (int i = 0; v1 && i < r->n_cgroups_v1; i++)
+			cJSON_AddStringToObject(v1, r->cgroups_v1[i].ctrls, r->cgroups_v1[i].path);
+	}
 	cJSON *bpf = cJSON_AddArrayToObject(iso, "bpf");
 	for (int i = 0; i < r->n_progs; i++) {
 		cJSON *p = cJSON_CreateObject();

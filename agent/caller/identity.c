@@ -252,6 +252,11 @@ int bk_proc_cgroup_v2_path(const char *text, char *buf, size_t len)
 	return f.found ? 0 : -ENOENT;
 }
 
+int bk_proc_cgroup_each(const char *text, int (*fn)(const char *ctrls, const char *path, void *ud), void *ud)
+{
+	return each_line(text, fn, ud);
+}
+
 int bk_proc_cgroup_v1_path(const char *text, const char *ctrl, char *buf, size_t len)
 {
 	struct find_ctx f = { .ctrl = ctrl, .buf = buf, .len = len };

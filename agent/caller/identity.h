@@ -41,6 +41,11 @@ int bk_proc_cgroup_parse(const char *text, struct bk_pod_ref *out);
  * /proc/PID/cgroup text. Returns 0 or -ENOENT. */
 int bk_proc_cgroup_v2_path(const char *text, char *buf, size_t len);
 int bk_proc_cgroup_v1_path(const char *text, const char *ctrl, char *buf, size_t len);
+/* Every line of /proc/PID/cgroup text in order: fn(controllers, path, ud)
+ * ("" controllers for the v2 line, "cpu,cpuacct" or "name=systemd" for v1
+ * ones). A non-zero return of fn stops the walk and is returned; -EINVAL
+ * for a malformed line. */
+int bk_proc_cgroup_each(const char *text, int (*fn)(const char *ctrls, const char *path, void *ud), void *ud);
 
 /* A container ID as runtimes write it: [A-Za-z0-9_.-]{1,128}, not starting
  * with '.' — safe as one path component. */

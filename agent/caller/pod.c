@@ -365,6 +365,32 @@ static void cache_put(const char *key, const char *id)
 	pthread_mutex_unlock(&cache_lock);
 }
 
+struct v1_walk {
+	struct bk_pod *p;
+	const char *pod_uid;
+};
+
+/* One line of the sandbox container's /proc/PID/cgroup: a v1 hierarchy in
+ * which it sits under its pod is recorded (the exec will join it too). */
+static int v1_cb(const char *ctrls, const char *path, void *ud)
+{
+	struct v1_walk *w = ud;
+	struct bk_pod_ref ref;
+	if (!ctrls[0] || bk_cgroup_path_parse(path, &ref) < 0 || !streq(ref.pod_uid, w->pod_uid))
+		return 0;
+	if (w->p->n_v1 >= BK_POD_V1_MAX)
+		return -E2BIG;
+	struct bk_pod_v1 *v = &w->p->v1[w->p->n_v1];
+	if (strlen(ctrls) >= sizeof(v->ctrls) || strlen(ref.pod_path) >= sizeof(v->pod) ||
+	    strlen(path) >= sizeof(v->container))
+		return -ENAMETOOLONG;
+	strcpy(v->ctrls, ctrls);
+	strcpy(v->pod, ref.pod_path);
+	strcpy(v->container, path);
+	w->p->n_v1++;
+	return 0;
+}
+
 /* Open and verify the sandbox container of the pod in p->pod_uid (or by
  * name). Fills p->sandbox, p->sandbox_pidfd, cgroup paths, uid/gid. */
 static int open_sandbox(const struct bk_config *c, struct bk_pod *p, const char *name, const char *ns, char *err,
@@ -426,6 +452,11 @@ static int open_sandbox(const struct bk_config *c, struct bk_pod *p, const char 
 		snprintf(p->pod_pids, sizeof(p->pod_pids), "%s", ref.pod_path);
 	if (bk_proc_cgroup_v1_path(cg, "memory", path, sizeof(path)) == 0 && bk_cgroup_path_parse(path, &ref) == 0)
 		snprintf(p->pod_mem, sizeof(p->pod_mem), "%s", ref.pod_path);
+	struct v1_walk w = { .p = p, .pod_uid = s->pod_uid };
+	p->n_v1 = 0;
+	if ((r = bk_proc_cgroup_each(cg, v1_cb, &w)) < 0)
+		return bk_fail_buf(err, errlen, r, "cannot record the sandbox container's v1 cgroups: %s",
+				   strerror(-r));
 	if ((r = uid_gid_of(s->init_pid, &p->uid, &p->gid)) < 0)
 		return bk_fail_buf(err, errlen, r, "cannot read the sandbox user of pid %d: %s",
 				   (int)s->init_pid, strerror(-r));

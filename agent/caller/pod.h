@@ -17,6 +17,16 @@
 #include "agent/parse/config.h"
 #include "agent/caller/identity.h"
 
+/* The pod in one v1 hierarchy (hybrid hosts): the hierarchy as
+ * /proc/PID/cgroup names it ("cpu,cpuacct", "cpuset", "name=systemd"), the
+ * pod-level path and the sandbox container's path in it. */
+#define BK_POD_V1_MAX 16
+struct bk_pod_v1 {
+	char ctrls[128];
+	char pod[1024];
+	char container[1024];
+};
+
 struct bk_pod {
 	char pod_uid[BK_UID_LEN + 1];
 	char pod_name[256];
@@ -30,6 +40,8 @@ struct bk_pod {
 	char pod_v2[4096];   /* pod-level cgroup path (v2 hierarchy) */
 	char pod_pids[4096]; /* pod-level path in the v1 pids hierarchy, "" if none */
 	char pod_mem[4096];
+	int n_v1;            /* every v1 hierarchy the sandbox container is in under its pod */
+	struct bk_pod_v1 v1[BK_POD_V1_MAX];
 	uid_t uid;           /* the sandbox user */
 	gid_t gid;
 };

@@ -16,6 +16,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: boxkitectl [--admin-socket PATH] COMMAND ...\n"
 		   "  sandbox create NAME [--policy P] [--dns ADDR] [--agent-socket PATH] [--shim-bin PATH]\n"
+		   "                 [--memory BYTES] [--pids N] [--cpus X]   the pod's caps (default 4G, 4096, none)\n"
 		   "  sandbox delete NAME\n"
 		   "  sandbox list\n"
 		   "  exec NAME [--timeout S] [--json] -- CMD [ARG...]\n"
@@ -333,6 +334,27 @@ static void default_shim_bin(char *buf, size_t len)
 	snprintf(buf, len, "/usr/local/bin/boxkite-shim");
 }
 
+/* A size in bytes with an optional K, M or G suffix (powers of 1024). */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char num[32];
+	size_t n = strlen(s);
+	uint64_t mul = 1;
+	if (n && strchr("KkMmGg", s[n - 1])) {
+		mul = (s[n - 1] == 'K' || s[n - 1] == 'k') ? 1ull << 10 : (s[n - 1] == 'M' || s[n - 1] == 'm') ? 1ull << 20 : 1ull << 30;
+		n--;
+	}
+	if (n == 0 || n >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, s, n);
+	num[n] = '\0';
+	uint64_t v;
+	if (parse_u64(num, &v) < 0 || v > UINT64_MAX / mul)
+		return -EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
 static int cmd_sandbox(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -341,7 +363,8 @@ static int cmd_sandbox(int argc, char **argv)
 	}
 	char shim[PATH_MAX];
 	default_shim_bin(shim, sizeof(shim));
-	struct local_opts o = { .agent_socket = "/run/boxkite/agent.sock", .shim_bin = shim, .runc_root = "/run/runc" };
+	struct local_opts o = { .agent_socket = "/run/boxkite/agent.sock", .shim_bin = shim, .runc_root = "/run/runc",
+				.memory = 4ull << 30, .pids = 4096 };
 	const char *name = NULL;
 	for (int i = 2; i < argc; i++) {
 		if (streq(argv[i], "--policy") && i + 1 < argc)
@@ -352,6 +375,25 @@ static int cmd_sandbox(int argc, char **argv)
 			o.agent_socket = argv[++i];
 		else if (streq(argv[i], "--shim-bin") && i + 1 < argc)
 			o.shim_bin = argv[++i];
+		else if (streq(argv[i], "--memory") && i + 1 < argc) {
+			if (parse_size(argv[++i], &o.memory) < 0 || o.memory < (16u << 20)) {
+				fprintf(stderr, "boxkitectl: --memory: bytes (K, M, G suffixes), at least 16M\n");
+				return 2;
+			}
+		} else if (streq(argv[i], "--pids") && i + 1 < argc) {
+			if (parse_u64(argv[++i], &o.pids) < 0 || o.pids < 16) {
+				fprintf(stderr, "boxkitectl: --pids: a number, at least 16\n");
+				return 2;
+			}
+		} else if (streq(argv[i], "--cpus") && i + 1 < argc) {
+			char *end;
+			double c = strtod(argv[++i], &end);
+			if (*end || !(c >= 0.01 && c <= 1024)) {
+				fprintf(stderr, "boxkitectl: --cpus: CPUs as a decimal (0.01 to 1024)\n");
+				return 2;
+			}
+			o.cpus_milli = (uint64_t)(c * 1000 + 0.5);
+		}
 		else if (!name && argv[i][0] != '-')
 			name = argv[i];
 		else {

@@ -40,6 +40,12 @@ int bk_mountinfo_parse(const char *text, struct bk_cgroup_mounts *m)
 				if (fstype && streq(fstype, "cgroup2") && !m->v2[0] && strlen(mp) < sizeof(m->v2))
 					strcpy(m->v2, mp);
 				else if (fstype && streq(fstype, "cgroup") && super) {
+					if (m->n_v1 < BK_CG_V1_MAX && strlen(mp) < sizeof(m->v1[0].mount) &&
+					    strlen(super) < sizeof(m->v1[0].opts)) {
+						strcpy(m->v1[m->n_v1].mount, mp);
+						strcpy(m->v1[m->n_v1].opts, super);
+						m->n_v1++;
+					}
 					if (csv_has(super, "pids") && !m->pids[0] && strlen(mp) < sizeof(m->pids))
 						strcpy(m->pids, mp);
 					if (csv_has(super, "memory") && !m->memory[0] && strlen(mp) < sizeof(m->memory))
@@ -79,7 +85,27 @@ int bk_cgroup_discover(struct bk_cgroup_mounts *m)
 void bk_exec_cg_init(struct bk_exec_cg *cg)
 {
 	memset(cg, 0, sizeof(*cg));
-	cg->v2_fd = cg->pids_procs_fd = cg->mem_procs_fd = -1;
+	cg->v2_fd = -1;
+	for (int i = 0; i < BK_CG_V1_MAX; i++)
+		cg->v1[i].procs_fd = -1;
+}
+
+int bk_cg_v1_find(const struct bk_cgroup_mounts *m, const char *ctrls)
+{
+	if (!ctrls[0])
+		return -1;
+	for (int i = 0; i < m->n_v1; i++) {
+		char c[128];
+		if (strlen(ctrls) >= sizeof(c))
+			return -1;
+		strcpy(c, ctrls);
+		bool all = true;
+		for (char *sv = NULL, *t = strtok_r(c, ",", &sv); t && all; t = strtok_r(NULL, ",", &sv))
+			all = csv_has(m->v1[i].opts, t);
+		if (all)
+			return i;
+	}
+	return -1;
 }
 
 int bk_cgroup_id(const char *path, uint64_t *id)
@@ -122,9 +148,86 @@ static int open_procs(const char *dir)
 	return fd < 0 ? -errno : fd;
 }
 
-int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, const char *pod_pids,
-		      const char *pod_mem, const char *name, uint64_t pids_max, uint64_t memory_max,
-		      struct bk_exec_cg *cg, struct bk_error *err)
+/* A v1 cpuset child starts with empty cpus/mems, which no process may
+ * join: it gets those of the container the exec enters (a subset of the
+ * pod's), or the pod's. */
+static int cpuset_copy(const char *mount, const struct bk_pod_v1 *pv, const char *dir)
+{
+	static const char *const files[] = { "cpuset.mems", "cpuset.cpus" };
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		_cleanup_free_ char *val = NULL;
+		char src[2200];
+		snprintf(src, sizeof(src), "%s%s/%s", mount, pv->container, files[i]);
+		if (read_file_at(AT_FDCWD, src, 65536, &val, NULL) < 0 || !val[strspn(val, " \n")]) {
+			free(val);
+			val = NULL;
+			snprintf(src, sizeof(src), "%s%s/%s", mount, pv->pod, files[i]);
+			int r = read_file_at(AT_FDCWD, src, 65536, &val, NULL);
+			if (r < 0)
+				return r;
+		}
+		char dst[1400];
+		snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
+		int r = write_file_at(AT_FDCWD, dst, val);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The exec's cgroup in the v1 hierarchy of pv, with what that hierarchy
+ * needs before a process may join. */
+static int v1_create(const struct bk_cgroup_mounts *m, const struct bk_pod_v1 *pv, const char *name,
+		     uint64_t pids_max, uint64_t memory_max, struct bk_exec_cg *cg, struct bk_error *err)
+{
+	int h = bk_cg_v1_find(m, pv->ctrls);
+	if (h < 0) {
+		/* a named hierarchy (name=systemd) holds no controller */
+		if (startswith(pv->ctrls, "name="))
+			return 0;
+		return bk_fail(err, -ENOENT, NULL,
+			       "the pod is in the v1 %s hierarchy, which is not mounted here: the exec would escape it",
+			       pv->ctrls);
+	}
+	const char *mount = m->v1[h].mount;
+	struct bk_exec_cg_v1 *v = &cg->v1[cg->n_v1];
+	int r = mk(mount, pv->pod, name, v->path, sizeof(v->path));
+	if (r < 0) {
+		v->path[0] = '\0';
+		return bk_fail(err, r, NULL, "cannot create the v1 %s cgroup under %s%s: %s", pv->ctrls, mount,
+			       pv->pod, strerror(-r));
+	}
+	cg->n_v1++;
+	snprintf(v->ctrls, sizeof(v->ctrls), "%s", pv->ctrls);
+	snprintf(v->join_err, sizeof(v->join_err), "cannot join the v1 %s cgroup", pv->ctrls);
+	if (csv_has(pv->ctrls, "cpuset") && (r = cpuset_copy(mount, pv, v->path)) < 0)
+		return bk_fail(err, r, NULL, "cannot give the v1 cpuset cgroup %s its cpus and mems: %s", v->path,
+			       strerror(-r));
+	if (csv_has(pv->ctrls, "pids") && !m->v2_pids) {
+		if ((r = knob(v->path, "pids.max", pids_max)) < 0)
+			return bk_fail(err, r, NULL, "cannot configure the v1 pids cgroup %s: %s", v->path,
+				       strerror(-r));
+		snprintf(cg->pids, sizeof(cg->pids), "%s", v->path);
+		cg->pids_v1 = true;
+	}
+	if (csv_has(pv->ctrls, "memory") && !m->v2_memory) {
+		if ((r = knob(v->path, "memory.limit_in_bytes", memory_max)) < 0)
+			return bk_fail(err, r, NULL, "cannot configure the v1 memory cgroup %s: %s", v->path,
+				       strerror(-r));
+		/* memsw exists only with swap accounting; cap it where it does so
+		 * the limit cannot be escaped into swap. */
+		(void)knob(v->path, "memory.memsw.limit_in_bytes", memory_max);
+		snprintf(cg->memory, sizeof(cg->memory), "%s", v->path);
+		cg->memory_v1 = true;
+	}
+	if ((r = v->procs_fd = open_procs(v->path)) < 0)
+		return bk_fail(err, r, NULL, "cannot open %s/cgroup.procs: %s", v->path, strerror(-r));
+	return 0;
+}
+
+int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, const struct bk_pod_v1 *v1, int n_v1,
+		      const char *name, uint64_t pids_max, uint64_t memory_max, struct bk_exec_cg *cg,
+		      struct bk_error *err)
 {
 	int r;
 	cg->pids_max = pids_max;
@@ -140,48 +243,21 @@ int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, cons
 	r = bk_cgroup_id(cg->v2, &cg->id);
 	if (r < 0)
 		return bk_fail(err, r, NULL, "cannot read the cgroup id of %s: %s", cg->v2, strerror(-r));
-	/* pids */
-	if (m->v2_pids) {
-		r = knob(cg->v2, "pids.max", pids_max);
-		if (r < 0)
-			return bk_fail(err, r, NULL, "cannot set pids.max in %s: %s", cg->v2, strerror(-r));
-	} else if (m->pids[0] && pod_pids) {
-		r = mk(m->pids, pod_pids, name, cg->pids, sizeof(cg->pids));
-		if (r < 0) {
-			cg->pids[0] = '\0';
-			return bk_fail(err, r, NULL, "cannot create the v1 pids cgroup under %s%s: %s",
-				       m->pids, pod_pids, strerror(-r));
-		}
-		cg->pids_v1 = true;
-		if ((r = knob(cg->pids, "pids.max", pids_max)) < 0 || (r = cg->pids_procs_fd = open_procs(cg->pids)) < 0)
-			return bk_fail(err, r, NULL, "cannot configure the v1 pids cgroup %s: %s", cg->pids, strerror(-r));
-	} else {
+	if (m->v2_pids && (r = knob(cg->v2, "pids.max", pids_max)) < 0)
+		return bk_fail(err, r, NULL, "cannot set pids.max in %s: %s", cg->v2, strerror(-r));
+	if (m->v2_memory && ((r = knob(cg->v2, "memory.max", memory_max)) < 0 ||
+			     (r = knob(cg->v2, "memory.swap.max", 0)) < 0))
+		return bk_fail(err, r, NULL, "cannot set memory.max in %s: %s", cg->v2, strerror(-r));
+	/* every v1 hierarchy the pod is in */
+	for (int i = 0; i < n_v1 && i < BK_CG_V1_MAX; i++)
+		if ((r = v1_create(m, &v1[i], name, pids_max, memory_max, cg, err)) < 0)
+			return r;
+	if (!m->v2_pids && !cg->pids_v1)
 		return bk_fail(err, -EOPNOTSUPP, NULL,
 			       "no pids controller: neither cgroup v2 pids nor a v1 pids hierarchy for this pod");
-	}
-	/* memory */
-	if (m->v2_memory) {
-		if ((r = knob(cg->v2, "memory.max", memory_max)) < 0 || (r = knob(cg->v2, "memory.swap.max", 0)) < 0)
-			return bk_fail(err, r, NULL, "cannot set memory.max in %s: %s", cg->v2, strerror(-r));
-	} else if (m->memory[0] && pod_mem) {
-		r = mk(m->memory, pod_mem, name, cg->memory, sizeof(cg->memory));
-		if (r < 0) {
-			cg->memory[0] = '\0';
-			return bk_fail(err, r, NULL, "cannot create the v1 memory cgroup under %s%s: %s",
-				       m->memory, pod_mem, strerror(-r));
-		}
-		cg->memory_v1 = true;
-		if ((r = knob(cg->memory, "memory.limit_in_bytes", memory_max)) < 0 ||
-		    (r = cg->mem_procs_fd = open_procs(cg->memory)) < 0)
-			return bk_fail(err, r, NULL, "cannot configure the v1 memory cgroup %s: %s",
-				       cg->memory, strerror(-r));
-		/* memsw exists only with swap accounting; cap it where it does so
-		 * the limit cannot be escaped into swap. */
-		(void)knob(cg->memory, "memory.memsw.limit_in_bytes", memory_max);
-	} else {
+	if (!m->v2_memory && !cg->memory_v1)
 		return bk_fail(err, -EOPNOTSUPP, NULL,
 			       "no memory controller: neither cgroup v2 memory nor a v1 memory hierarchy for this pod");
-	}
 	return 0;
 }
 
@@ -215,6 +291,14 @@ static void kill_v1(const char *dir)
 	}
 }
 
+static bool v1_empty(const struct bk_exec_cg *cg)
+{
+	for (int i = 0; i < cg->n_v1; i++)
+		if (cg->v1[i].path[0] && !procs_empty(cg->v1[i].path))
+			return false;
+	return true;
+}
+
 int bk_exec_cg_kill(struct bk_exec_cg *cg, int timeout_ms)
 {
 	if (!cg->v2[0])
@@ -224,16 +308,16 @@ int bk_exec_cg_kill(struct bk_exec_cg *cg, int timeout_ms)
 	int r = write_file_at(AT_FDCWD, p, "1");
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	for (;;) {
-		bool empty = procs_empty(cg->v2) && (!cg->pids[0] || procs_empty(cg->pids)) &&
-			     (!cg->memory[0] || procs_empty(cg->memory));
-		if (empty)
+		if (procs_empty(cg->v2) && v1_empty(cg))
 			return 0;
 		if (r < 0) {
 			/* no cgroup.kill (kernel < 5.14): signal each member */
 			kill_v1(cg->v2);
 		}
-		if (cg->pids[0])
-			kill_v1(cg->pids);
+		/* what sits in an exec's v1 cgroup is the exec's */
+		for (int i = 0; i < cg->n_v1; i++)
+			if (cg->v1[i].path[0])
+				kill_v1(cg->v1[i].path);
 		if (now_ns() > deadline)
 			return -ETIMEDOUT;
 		struct timespec ts = { 0, 500000 };
@@ -267,16 +351,18 @@ void bk_exec_cg_setup_done(struct bk_exec_cg *cg)
 int bk_exec_cg_destroy(struct bk_exec_cg *cg)
 {
 	closep(&cg->v2_fd);
-	closep(&cg->pids_procs_fd);
-	closep(&cg->mem_procs_fd);
-	cg->v2_fd = cg->pids_procs_fd = cg->mem_procs_fd = -1;
+	cg->v2_fd = -1;
 	int r = 0, e;
 	if ((e = rmdir_retry(cg->v2)) < 0)
 		r = e;
-	if ((e = rmdir_retry(cg->pids)) < 0)
-		r = e;
-	if ((e = rmdir_retry(cg->memory)) < 0)
-		r = e;
+	for (int i = 0; i < cg->n_v1; i++) {
+		closep(&cg->v1[i].procs_fd);
+		cg->v1[i].procs_fd = -1;
+		if ((e = rmdir_retry(cg->v1[i].path)) < 0)
+			r = e;
+		cg->v1[i].path[0] = '\0';
+	}
+	cg->n_v1 = 0;
 	cg->v2[0] = cg->pids[0] = cg->memory[0] = '\0';
 	return r;
 }
@@ -287,14 +373,19 @@ int bk_step_cgroup(struct exec_ctx *x)
 	struct bk_exec_result *res = x->res;
 	char name[64];
 	snprintf(name, sizeof(name), "boxkite-exec-%s", res->exec_id);
-	int r = bk_exec_cg_create(&x->e->mounts, pod->pod_v2, pod->pod_pids[0] ? pod->pod_pids : NULL,
-				  pod->pod_mem[0] ? pod->pod_mem : NULL, name, x->cfg->pids_max, x->cfg->memory_max,
-				  &x->cg, &x->err);
+	int r = bk_exec_cg_create(&x->e->mounts, pod->pod_v2, pod->v1, pod->n_v1, name, x->cfg->pids_max,
+				  x->cfg->memory_max, &x->cg, &x->err);
 	if (r < 0)
 		return r;
 	snprintf(res->cgroup, sizeof(res->cgroup), "%s", x->cg.v2);
 	snprintf(res->cgroup_pids, sizeof(res->cgroup_pids), "%s", x->cg.pids);
 	snprintf(res->cgroup_memory, sizeof(res->cgroup_memory), "%s", x->cg.memory);
+	res->n_cgroups_v1 = 0;
+	for (int i = 0; i < x->cg.n_v1; i++) {
+		snprintf(res->cgroups_v1[i].ctrls, sizeof(res->cgroups_v1[i].ctrls), "%s", x->cg.v1[i].ctrls);
+		snprintf(res->cgroups_v1[i].path, sizeof(res->cgroups_v1[i].path), "%s", x->cg.v1[i].path);
+		res->n_cgroups_v1++;
+	}
 	res->cgroup_id = x->cg.id;
 	res->pids_max = x->cg.pids_max;
 	res->memory_max = x->cg.memory_max;

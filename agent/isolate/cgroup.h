@@ -1,14 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cgroup discovery (v2, v1 pids/memory on hybrid hosts) and per-exec
- * cgroups. The v2 cgroup carries the BPF links and cgroup.kill; pids and
- * memory caps go to v2 controllers where the node has them, else to the v1
- * hierarchies. */
+/* cgroup discovery (v2, and every v1 hierarchy on hybrid hosts) and
+ * per-exec cgroups. The v2 cgroup carries the BPF links and cgroup.kill;
+ * pids and memory caps go to v2 controllers where the node has them, else
+ * to the v1 hierarchies. On a hybrid host the exec also gets a child of the
+ * pod's cgroup in every v1 hierarchy the pod is in (cpu, cpuacct, cpuset,
+ * blkio, devices, freezer, ...), so every limit the pod has holds for it:
+ * clone3(CLONE_INTO_CGROUP) places the child in the v2 one, the child joins
+ * the v1 ones (writing "0" to their cgroup.procs) before anything else. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/caller/pod.h"
 #include "lib/err.h"
+
+#define BK_CG_V1_MAX 16
+
+/* A v1 hierarchy: its mount point and its superblock options
+ * ("rw,cpu,cpuacct", "rw,name=systemd"), which name its controllers. */
+struct bk_cg_v1_mount {
+	char mount[512];
+	char opts[256];
+};
 
 struct bk_cgroup_mounts {
 	char v2[512];     /* cgroup2 mount point */
@@ -16,30 +30,47 @@ struct bk_cgroup_mounts {
 	char memory[512]; /* v1 memory mount point, "" if none */
 	bool v2_pids;     /* pids controller available in v2 */
 	bool v2_memory;
+	int n_v1;         /* every v1 hierarchy mounted */
+	struct bk_cg_v1_mount v1[BK_CG_V1_MAX];
 };
 
 /* Parse /proc/self/mountinfo text (pure; unit-tested). */
 int bk_mountinfo_parse(const char *text, struct bk_cgroup_mounts *m);
 int bk_cgroup_discover(struct bk_cgroup_mounts *m);
 
+/* The exec's cgroup in one v1 hierarchy. */
+struct bk_exec_cg_v1 {
+	char ctrls[128];    /* the hierarchy, as /proc/PID/cgroup names it */
+	char path[1280];
+	int procs_fd;       /* its cgroup.procs, written by the child ("0") */
+	char join_err[192]; /* the child's sentence if that write fails */
+};
+
 struct bk_exec_cg {
 	char v2[4096];
-	char pids[4096];   /* v1 path or "" */
-	char memory[4096]; /* v1 path or "" */
+	char pids[4096];   /* v1 path or "" (also in v1[]) */
+	char memory[4096]; /* v1 path or "" (also in v1[]) */
 	int v2_fd;         /* O_DIRECTORY fd for CLONE_INTO_CGROUP */
-	int pids_procs_fd; /* v1 cgroup.procs, written by the child ("0") */
-	int mem_procs_fd;
+	int n_v1;          /* hybrid hosts: every v1 hierarchy the pod is in */
+	struct bk_exec_cg_v1 v1[BK_CG_V1_MAX];
 	uint64_t id;       /* v2 cgroup id (what BPF sees) */
 	uint64_t pids_max, memory_max;
 	bool pids_v1, memory_v1;
 };
 
 void bk_exec_cg_init(struct bk_exec_cg *cg);
-/* pod_* are cgroup paths relative to each hierarchy's root ("/kubepods/...");
- * pod_pids/pod_mem may be NULL where the v1 hierarchy is absent. */
-int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, const char *pod_pids,
-		      const char *pod_mem, const char *name, uint64_t pids_max, uint64_t memory_max,
-		      struct bk_exec_cg *cg, struct bk_error *err);
+/* pod_v2 is the pod's path relative to the v2 root ("/kubepods/...");
+ * v1[0..n_v1) the pod in each v1 hierarchy it is in (none on a pure v2
+ * node). A child named `name` is made below the pod in each: a v1 cpuset
+ * child gets the sandbox container's cpuset.cpus/mems. A hierarchy with
+ * controllers the pod is in but that is not mounted here is an error (the
+ * exec would escape it); pids and memory caps must land somewhere. */
+int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, const struct bk_pod_v1 *v1, int n_v1,
+		      const char *name, uint64_t pids_max, uint64_t memory_max, struct bk_exec_cg *cg,
+		      struct bk_error *err);
+/* The v1 hierarchy (index into m->v1) whose options name every controller
+ * of ctrls ("cpu,cpuacct"), or -1. */
+int bk_cg_v1_find(const struct bk_cgroup_mounts *m, const char *ctrls);
 /* Kill every process in the exec cgroup (cgroup.kill, plus v1 fallback) and
  * wait up to timeout_ms until the cgroup is empty. */
 int bk_exec_cg_kill(struct bk_exec_cg *cg, int timeout_ms);

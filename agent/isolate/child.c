@@ -40,7 +40,9 @@ struct child_msg {
 struct child_args {
 	int info_fd, out_fd, err_fd, devnull;
 	int pidfd;                /* sandbox container init */
-	int pids_procs, mem_procs;
+	int n_v1;                 /* v1 cgroup.procs to write "0" to (hybrid hosts) */
+	int v1_procs[BK_CG_V1_MAX];
+	const char *v1_err[BK_CG_V1_MAX];
 	bool fresh_netns;
 	int netns_fd;
 	int landlock_fd;
@@ -103,10 +105,9 @@ static _Noreturn void monitor(const struct child_args *a, pid_t cmd)
 /* The v1 hierarchies (hybrid hosts): joined before anything runs. */
 static int join_v1_cgroups(struct child_args *a)
 {
-	if (a->pids_procs >= 0 && write0(a->pids_procs) < 0)
-		return failed(a, "cannot join the v1 pids cgroup", errno);
-	if (a->mem_procs >= 0 && write0(a->mem_procs) < 0)
-		return failed(a, "cannot join the v1 memory cgroup", errno);
+	for (int i = 0; i < a->n_v1; i++)
+		if (write0(a->v1_procs[i]) < 0)
+			return failed(a, a->v1_err[i], errno);
 	return 0;
 }
 
@@ -379,13 +380,17 @@ int bk_step_spawn(struct exec_ctx *x)
 	char *argv[] = { "sh", "-c", (char *)req->command, NULL };
 	struct child_args ca = {
 		.info_fd = info_wr, .out_fd = out_wr, .err_fd = err_wr, .devnull = e->devnull,
-		.pidfd = x->pod->sandbox_pidfd, .pids_procs = x->cg.pids_procs_fd, .mem_procs = x->cg.mem_procs_fd,
+		.pidfd = x->pod->sandbox_pidfd, .n_v1 = x->cg.n_v1,
 		.fresh_netns = x->fresh_netns, .netns_fd = x->netns_fd, .landlock_fd = x->landlock_fd,
 		.seccomp = x->cfg->layer_seccomp ? &e->seccomp : NULL,
 		.cap_last = e->cap_last, .fault = x->cfg->fault[0] ? x->cfg->fault : NULL,
 		.uid = x->pod->uid, .gid = x->pod->gid, .cwd = req->cwd ? req->cwd : "/workspace",
 		.argv = argv, .envp = req->env,
 	};
+	for (int i = 0; i < x->cg.n_v1; i++) {
+		ca.v1_procs[i] = x->cg.v1[i].procs_fd;
+		ca.v1_err[i] = x->cg.v1[i].join_err;
+	}
 	/* The child is born in the container's pid namespace: the thread's
 	 * pid_for_children is switched for this clone only. */
 	if (setns(x->pod->sandbox_pidfd, CLONE_NEWPID) < 0)

@@ -122,6 +122,11 @@ struct bk_exec_result {
 	uint64_t cgroup_id;
 	char cgroup_pids[4096];
 	char cgroup_memory[4096];
+	int n_cgroups_v1;             /* hybrid hosts: the exec's cgroup in every v1 hierarchy */
+	struct {
+		char ctrls[128];
+		char path[1280];
+	} cgroups_v1[BK_CG_V1_MAX];
 	uint64_t pids_max, memory_max;
 	int n_progs;
 	struct bk_prog_desc progs[BK_NPROGS];

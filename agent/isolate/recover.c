@@ -9,15 +9,21 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-static int kill_and_remove(const char *v2, const char *pids, const char *mem)
+/* Kill what runs in an exec's cgroups and remove them: v2, and v1[0..n_v1). */
+static int kill_and_remove(const char *v2, char (*v1)[BK_RECORD_PATH_MAX], int n_v1)
 {
-	struct bk_exec_cg cg;
-	bk_exec_cg_init(&cg);
-	snprintf(cg.v2, sizeof(cg.v2), "%s", v2);
-	snprintf(cg.pids, sizeof(cg.pids), "%s", pids);
-	snprintf(cg.memory, sizeof(cg.memory), "%s", mem);
-	int r = bk_exec_cg_kill(&cg, 5000);
-	int d = bk_exec_cg_destroy(&cg);
+	_cleanup_free_ struct bk_exec_cg *cg = calloc(1, sizeof(*cg));
+	if (!cg)
+		return -ENOMEM;
+	bk_exec_cg_init(cg);
+	snprintf(cg->v2, sizeof(cg->v2), "%s", v2);
+	for (int i = 0; i < n_v1 && cg->n_v1 < BK_CG_V1_MAX; i++) {
+		if (!v1[i][0] || strlen(v1[i]) >= sizeof(cg->v1[0].path))
+			continue;
+		strcpy(cg->v1[cg->n_v1++].path, v1[i]);
+	}
+	int r = bk_exec_cg_kill(cg, 5000);
+	int d = bk_exec_cg_destroy(cg);
 	return r < 0 ? r : d;
 }
 
@@ -43,6 +49,28 @@ static bool cg_path_ok(const char *path, const char *mount)
 	return base && startswith(base + 1, "boxkite-exec-");
 }
 
+/* A recorded v1 path: an exec cgroup in one of this node's v1 hierarchies. */
+static bool v1_path_ok(const struct bk_engine *e, const char *path)
+{
+	for (int i = 0; i < e->mounts.n_v1; i++) {
+		size_t l = strlen(e->mounts.v1[i].mount);
+		if (startswith(path, e->mounts.v1[i].mount) && path[l] == '/' && cg_path_ok(path, e->mounts.v1[i].mount))
+			return true;
+	}
+	return false;
+}
+
+/* Add a path to a list of v1 paths unless it is there already. */
+static void v1_add(char (*v1)[BK_RECORD_PATH_MAX], int *n, const char *path)
+{
+	if (!path[0] || *n >= BK_RECORD_V1_MAX)
+		return;
+	for (int i = 0; i < *n; i++)
+		if (streq(v1[i], path))
+			return;
+	snprintf(v1[(*n)++], BK_RECORD_PATH_MAX, "%s", path);
+}
+
 /* One record: kill and remove what it names, if it names exec cgroups of
  * this node's hierarchies. */
 static bool recover_record(struct bk_engine *e, const char *id, const char *path)
@@ -56,8 +84,14 @@ static bool recover_record(struct bk_engine *e, const char *id, const char *path
 	if (!cg_path_ok(rec->cgroup, e->mounts.v2) || !cg_path_ok(rec->cgroup_pids_v1, e->mounts.pids) ||
 	    !cg_path_ok(rec->cgroup_memory_v1, e->mounts.memory))
 		return false;
+	for (int i = 0; i < rec->n_v1; i++)
+		if (!v1_path_ok(e, rec->v1[i]))
+			return false;
+	/* every v1 cgroup of the exec (older records name pids and memory only) */
+	v1_add(rec->v1, &rec->n_v1, rec->cgroup_pids_v1);
+	v1_add(rec->v1, &rec->n_v1, rec->cgroup_memory_v1);
 	bool live = bk_cgroup_populated(rec->cgroup);
-	int r = kill_and_remove(rec->cgroup, rec->cgroup_pids_v1, rec->cgroup_memory_v1);
+	int r = kill_and_remove(rec->cgroup, rec->v1, rec->n_v1);
 	struct log_field f[6];
 	size_t n = 0;
 	f[n++] = LS("exec_id", id);
@@ -145,7 +179,19 @@ static bool kill_link_cgroup(struct bk_engine *e, int mnt, uint64_t cgid)
 	if (pl > 0) {
 		path[pl] = '\0';
 		if (cg_path_ok(path, e->mounts.v2)) {
-			kill_and_remove(path, "", "");
+			/* its v1 twins, where the exec was put in each v1
+			 * hierarchy at the same place below the pod */
+			_cleanup_free_ char(*v1)[BK_RECORD_PATH_MAX] = calloc(BK_RECORD_V1_MAX, BK_RECORD_PATH_MAX);
+			int n = 0;
+			const char *rel = path + strlen(e->mounts.v2);
+			for (int i = 0; v1 && i < e->mounts.n_v1; i++) {
+				char p[BK_RECORD_PATH_MAX];
+				struct stat st;
+				if (snprintf(p, sizeof(p), "%s%s", e->mounts.v1[i].mount, rel) < (int)sizeof(p) &&
+				    stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+					v1_add(v1, &n, p);
+			}
+			kill_and_remove(path, v1, n);
 			killed = true;
 			log_warnf("recovered_exec", "killed unrecorded exec in %s", path);
 		}

@@ -18,6 +18,9 @@ char *bk_exec_record_format(const struct bk_exec_record *r)
 	cJSON_AddStringToObject(o, "pod", r->pod);
 	cJSON_AddStringToObject(o, "namespace", r->namespace);
 	cJSON_AddStringToObject(o, "pod_uid", r->pod_uid);
+	cJSON *a = cJSON_AddArrayToObject(o, "cgroups_v1");
+	for (int i = 0; a && i < r->n_v1 && i < BK_RECORD_V1_MAX; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(r->v1[i]));
 	char *txt = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return txt;
@@ -49,6 +52,17 @@ int bk_exec_record_parse(const char *text, size_t len, struct bk_exec_record *r)
 	    get(o, "cgroup_pids_v1", r->cgroup_pids_v1, sizeof(r->cgroup_pids_v1)) < 0 ||
 	    get(o, "cgroup_memory_v1", r->cgroup_memory_v1, sizeof(r->cgroup_memory_v1)) < 0)
 		goto out;
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "cgroups_v1");
+	if (a) {
+		if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > BK_RECORD_V1_MAX)
+			goto out;
+		const cJSON *v;
+		cJSON_ArrayForEach(v, a) {
+			if (!cJSON_IsString(v) || strlen(v->valuestring) >= BK_RECORD_PATH_MAX)
+				goto out;
+			strcpy(r->v1[r->n_v1++], v->valuestring);
+		}
+	}
 	/* optional: only ever logged */
 	(void)get(o, "exec_id", r->exec_id, sizeof(r->exec_id));
 	r->has_pod = get(o, "pod", r->pod, sizeof(r->pod)) == 0;

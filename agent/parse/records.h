@@ -7,10 +7,11 @@
  * execs of an old one:
  *
  *   {"exec_id":…,"cgroup":…,"cgroup_pids_v1":…,"cgroup_memory_v1":…,
- *    "pod":…,"namespace":…,"pod_uid":…}
+ *    "pod":…,"namespace":…,"pod_uid":…,"cgroups_v1":[…]}
  *
  * "cgroup" is the v2 path, the v1 paths are "" where the node has no such
- * hierarchy. A record is untrusted input to the parser (the state directory
+ * hierarchy; "cgroups_v1" (optional: older records lack it) lists the
+ * exec's cgroup in every v1 hierarchy (pids and memory among them). A record is untrusted input to the parser (the state directory
  * survives agent versions): every field is checked for type and size here;
  * the paths are checked against the node's hierarchies by the caller. */
 #pragma once
@@ -18,6 +19,7 @@
 #include <stddef.h>
 
 #define BK_RECORD_PATH_MAX 4096
+#define BK_RECORD_V1_MAX 16
 
 struct bk_exec_record {
 	char exec_id[64];
@@ -28,6 +30,8 @@ struct bk_exec_record {
 	bool has_pod;                              /* "pod" was there (parse) */
 	char namespace[256];
 	char pod_uid[128];
+	int n_v1;
+	char v1[BK_RECORD_V1_MAX][BK_RECORD_PATH_MAX];
 };
 
 /* The record's text (malloc'd, NUL-terminated), or NULL when out of memory. */
@@ -35,6 +39,7 @@ char *bk_exec_record_format(const struct bk_exec_record *r);
 
 /* Parse text[0..len): 0, or -EINVAL when it is no record (not one JSON
  * object; "cgroup", "cgroup_pids_v1" or "cgroup_memory_v1" missing, not a
- * string or too long). The other fields are optional ("" when absent, not
+ * string or too long; "cgroups_v1" present but not an array of at most
+ * BK_RECORD_V1_MAX such strings). The other fields are optional ("" when absent, not
  * strings or too long). */
 int bk_exec_record_parse(const char *text, size_t len, struct bk_exec_record *r);

@@ -37,6 +37,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_mp(text, m.v2, sizeof(m.v2), "v2");
 	check_mp(text, m.pids, sizeof(m.pids), "pids");
 	check_mp(text, m.memory, sizeof(m.memory), "memory");
+	CHECK(m.n_v1 >= 0 && m.n_v1 <= BK_CG_V1_MAX, "n_v1 %d", m.n_v1);
+	for (int i = 0; i < m.n_v1 && i < BK_CG_V1_MAX; i++) {
+		check_mp(text, m.v1[i].mount, sizeof(m.v1[i].mount), "v1 mount");
+		CHECK(m.v1[i].mount[0], "an empty v1 mount point");
+		CHECK(fuzz_terminated(m.v1[i].opts, sizeof(m.v1[i].opts)), "v1 options not NUL-terminated");
+	}
 	CHECK(!m.v2_pids && !m.v2_memory, "the text parser set controller flags");
 	if (m.v2[0])
 		CHECK(strstr(text, "cgroup2"), "a cgroup2 mount point without a cgroup2 line");

@@ -421,19 +421,126 @@ static bool netns_exists(const char *n)
 	return access(p, F_OK) == 0;
 }
 
-/* rmdir the pod's cgroups in every hierarchy, deepest first; exec cgroups
- * a crashed agent left behind are killed and removed too. */
+/* ---- the pod's cgroup ------------------------------------------------------------ */
+
+#define CG_ROOT "/sys/fs/cgroup"
+
+/* Whether a space-separated list file holds the word w. */
+static bool list_has(const char *file, const char *w)
+{
+	_cleanup_free_ char *txt = NULL;
+	if (read_file_at(AT_FDCWD, file, 4096, &txt, NULL) < 0)
+		return false;
+	for (char *sv = NULL, *t = strtok_r(txt, " \n", &sv); t; t = strtok_r(NULL, " \n", &sv))
+		if (streq(t, w))
+			return true;
+	return false;
+}
+
+static int mkdir_one(const char *d)
+{
+	return mkdir(d, 0755) == 0 || errno == EEXIST ? 0 : -errno;
+}
+
+/* The pod's directory in the hierarchy that holds controller ctrl, made
+ * (like kubelet's pod cgroup, before any container): the v2 one where it
+ * has the controller (enabled down to the pod), else the v1 one. */
+static int pod_cg_dir(const char *uid, const char *ctrl, char *out, size_t len, bool *v2)
+{
+	const char *roots[] = { CG_ROOT, CG_ROOT "/unified" };
+	char p[300];
+	for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
+		snprintf(p, sizeof(p), "%s/cgroup.controllers", roots[i]);
+		if (!list_has(p, ctrl))
+			continue;
+		const char *levels[] = { "", "/kubepods", "/kubepods/besteffort" };
+		char plus[32];
+		snprintf(plus, sizeof(plus), "+%s", ctrl);
+		for (size_t l = 0; l < ARRAY_SIZE(levels); l++) {
+			snprintf(p, sizeof(p), "%s%s", roots[i], levels[l]);
+			int r = l ? mkdir_one(p) : 0;
+			if (r < 0)
+				return r;
+			snprintf(p, sizeof(p), "%s%s/cgroup.subtree_control", roots[i], levels[l]);
+			if (!list_has(p, ctrl) && (r = write_file_at(AT_FDCWD, p, plus)) < 0)
+				return r;
+		}
+		snprintf(out, len, "%s/kubepods/besteffort/pod%s", roots[i], uid);
+		*v2 = true;
+		return mkdir_one(out);
+	}
+	snprintf(p, sizeof(p), CG_ROOT "/%s/cgroup.procs", ctrl);
+	if (access(p, F_OK) < 0)
+		return -EOPNOTSUPP;
+	*v2 = false;
+	snprintf(out, len, CG_ROOT "/%s/kubepods", ctrl);
+	int r = mkdir_one(out);
+	snprintf(out, len, CG_ROOT "/%s/kubepods/besteffort", ctrl);
+	if (r == 0)
+		r = mkdir_one(out);
+	snprintf(out, len, CG_ROOT "/%s/kubepods/besteffort/pod%s", ctrl, uid);
+	return r < 0 ? r : mkdir_one(out);
+}
+
+static int cg_write(const char *dir, const char *file, const char *fmt, uint64_t a, uint64_t b)
+{
+	char p[600], v[64];
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	snprintf(v, sizeof(v), fmt, (unsigned long long)a, (unsigned long long)b);
+	return write_file_at(AT_FDCWD, p, v);
+}
+
+/* The pod's caps (kubelet sets them on the pod cgroup: the execs the agent
+ * runs below it are held to them too). A cap that cannot be set fails the
+ * create. */
+static int pod_limits(const struct pod *pd, const struct local_opts *o)
+{
+	char d[400];
+	bool v2;
+	int r;
+	if ((r = pod_cg_dir(pd->uid, "memory", d, sizeof(d), &v2)) < 0 ||
+	    (r = cg_write(d, v2 ? "memory.max" : "memory.limit_in_bytes", "%llu", o->memory, 0)) < 0) {
+		fprintf(stderr, "boxkitectl: cannot cap the pod's memory: %s\n", strerror(-r));
+		return r;
+	}
+	if ((r = pod_cg_dir(pd->uid, "pids", d, sizeof(d), &v2)) < 0 || (r = cg_write(d, "pids.max", "%llu", o->pids, 0)) < 0) {
+		fprintf(stderr, "boxkitectl: cannot cap the pod's pids: %s\n", strerror(-r));
+		return r;
+	}
+	if (!o->cpus_milli)
+		return 0;
+	uint64_t quota = o->cpus_milli * 100; /* of a 100 ms period */
+	if ((r = pod_cg_dir(pd->uid, "cpu", d, sizeof(d), &v2)) < 0 ||
+	    (r = v2 ? cg_write(d, "cpu.max", "%llu %llu", quota, 100000)
+		    : (cg_write(d, "cpu.cfs_period_us", "%llu", 100000, 0) < 0
+			       ? -EIO
+			       : cg_write(d, "cpu.cfs_quota_us", "%llu", quota, 0))) < 0) {
+		fprintf(stderr, "boxkitectl: cannot set the pod's CPU quota: %s\n", strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+/* rmdir the pod's cgroups in every hierarchy (the v2 root itself on a pure
+ * v2 node, each mount below /sys/fs/cgroup on a hybrid one), deepest first;
+ * exec cgroups a crashed agent left behind are killed and removed too. */
 static void remove_pod_cgroups(const char *uid)
 {
-	DIR *h = opendir("/sys/fs/cgroup");
+	DIR *h = opendir(CG_ROOT);
 	if (!h)
 		return;
-	struct dirent *de;
-	while ((de = readdir(h))) {
-		if (de->d_name[0] == '.')
-			continue;
+	struct dirent *de = NULL;
+	bool root_done = false;
+	while (!root_done || (de = readdir(h))) {
 		char base[300], pod[400];
-		snprintf(base, sizeof(base), "/sys/fs/cgroup/%s", de->d_name);
+		if (!root_done) {
+			root_done = true;
+			snprintf(base, sizeof(base), CG_ROOT);
+		} else if (de->d_name[0] == '.' || streq(de->d_name, "kubepods")) {
+			continue;
+		} else {
+			snprintf(base, sizeof(base), CG_ROOT "/%s", de->d_name);
+		}
 		const char *qos[] = { "/kubepods/besteffort", "/kubepods/burstable", "/kubepods" };
 		for (size_t q = 0; q < ARRAY_SIZE(qos); q++) {
 			snprintf(pod, sizeof(pod), "%s%s/pod%s", base, qos[q], uid);
@@ -627,6 +734,9 @@ int local_create(const char *name, const struct local_opts *o)
 	if (write_text(tp, rc, 0644, 0) < 0)
 		goto fail;
 
+	/* the pod's cgroup with its caps, then the containers below it */
+	if (pod_limits(&pd, o) < 0)
+		goto fail;
 	/* containers: sandbox first (the agent's target), then the shim */
 	const char *which[] = { "sandbox", "shim" };
 	const char *ids[] = { pd.sandbox_id, pd.shim_id };

@@ -4,6 +4,7 @@
  * kubelet's cgroupfs layout and CRI-style annotations, so the agent resolves
  * it exactly as it resolves containerd+runc pods on a Kubernetes node. */
 #pragma once
+#include <stdint.h>
 
 struct local_opts {
 	const char *policy;
@@ -11,6 +12,11 @@ struct local_opts {
 	const char *shim_bin;     /* host path of boxkite-shim */
 	const char *runc_root;    /* runc --root, default /run/runc */
 	const char *dns;          /* nameserver for the pod's resolv.conf (default 10.96.0.10) */
+	/* the pod's own cgroup, as kubelet would set it: memory and pids caps,
+	 * and a CPU quota (in thousandths of a CPU; 0: none) */
+	uint64_t memory;
+	uint64_t pids;
+	uint64_t cpus_milli;
 };
 
 int local_create(const char *name, const struct local_opts *o);

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Pod limits hold for execs (issue 13): an exec sits below its pod in every
+# hierarchy the pod is in (the v2 one, and on a hybrid host every v1 one:
+# cpu, cpuacct, cpuset, blkio, devices, freezer, pids, memory), so a CPU
+# quota and a cpuset set on the pod hold for it as they do for `runc exec`
+# into the sandbox container; its cgroups go in every hierarchy when it
+# ends. Local pods (`boxkitectl sandbox create`) get pod-level caps like
+# kubelet's pod cgroup: memory, pids, and a CPU quota with --cpus.
+. "$(dirname "$0")/lib.sh"
+
+bk_start_agent || { not_ok "agent starts"; exit 1; }
+bk_sandbox_create pl1 || { not_ok "sandbox created"; exit 1; }
+PUID=$(sb pl1 pod_uid)
+SBX=$(sb pl1 sandbox_container_id)
+SHIMC=$(sb pl1 shim_container_id)
+POD=/kubepods/besteffort/pod$PUID
+RUNC_ROOT=/run/runc
+
+# the root of the hierarchy holding controller $1 (the v2 one on a pure v2 node)
+ctrl_root() {
+	if [ "$CG_LAYOUT" = v2 ]; then echo "$CG2"; return; fi
+	findmnt -t cgroup -n -o TARGET,OPTIONS | awk -v c="$1" '{n = split($2, o, ","); for (i = 1; i <= n; i++) if (o[i] == c) { print $1; exit }}'
+}
+
+# --- every hierarchy -------------------------------------------------------
+bk_exec pl1 -- cat /proc/self/cgroup
+id=$(j .exec_id)
+j .stdout > "$T/cg.txt"
+n=$(grep -c . "$T/cg.txt")
+bad=$(grep -v "/boxkite-exec-$id\$" "$T/cg.txt" | tr '\n' ' ')
+check "the exec is in its own cgroup in all $n hierarchies it sees${bad:+ (not in: $bad)}" test -z "$bad"
+check_on hybrid "receipt: the exec's cgroup in every v1 hierarchy (cgroups_v1: $(j '.isolation.cgroups_v1 // {} | keys | join(" ")'))" \
+	test "$(j '.isolation.cgroups_v1 // {} | length')" -ge "$(findmnt -t cgroup -n | grep -vc 'name=')"
+
+# --- a CPU quota on the pod: 0.1 CPU -------------------------------------------
+# CPU seconds a busy loop gets in $1 s of wall time
+BUSY='import sys, time
+t = time.time()
+while time.time() - t < float(sys.argv[1]):
+    pass
+print("%.2f" % time.process_time())'
+D=2
+if [ "$CG_LAYOUT" = hybrid ]; then
+	CPUD=$(ctrl_root cpu)$POD
+	echo 100000 > "$CPUD/cpu.cfs_period_us" && echo 10000 > "$CPUD/cpu.cfs_quota_us"
+	quota_set=$?
+else
+	CPUD=$CG2$POD
+	{ [ -f "$CPUD/cpu.max" ] && echo "10000 100000" > "$CPUD/cpu.max"; }
+	quota_set=$?
+fi
+# evidence from the pod's own cgroups, whatever else loads the machine: how
+# often the pod was throttled, and the CPU (µs) charged to it
+throttled() { awk '$1 == "nr_throttled" { print $2 }' "$CPUD/cpu.stat"; }
+charged_us() {
+	if [ "$CG_LAYOUT" = hybrid ]; then echo $(($(cat "$(ctrl_root cpuacct)$POD/cpuacct.usage") / 1000))
+	else awk '$1 == "usage_usec" { print $2 }' "$CG2$POD/cpu.stat"; fi
+}
+if [ "$quota_set" = 0 ]; then
+	ref=$(runc --root "$RUNC_ROOT" exec "$SBX" python3 -c "$BUSY" "$D")
+	t0=$(throttled); u0=$(charged_us)
+	bk_exec pl1 -- python3 -c "$BUSY" "$D"
+	t1=$(throttled); u1=$(charged_us)
+	got=$(j .stdout)
+	echo "# pod quota 0.1 CPU, busy loop for $D s: runc exec ${ref:-?} s of CPU, exec $got s;" \
+		"during the exec the pod was throttled $((t1 - t0)) times and charged $(((u1 - u0) / 1000)) ms"
+	# 0.1 CPU for D s is 0.1*D s; a loose bound (a quarter of a CPU) still
+	# tells it from an unthrottled loop (~D s on an idle machine)
+	limit=$(echo "$D" | awk '{print $1 / 4}')
+	check "runc exec into the container is held to the pod's quota (${ref:-?} s <= $limit s)" \
+		awk -v a="${ref:-9}" -v b="$limit" 'BEGIN { exit !(a <= b) }'
+	check "an exec is held to the pod's CPU quota ($got s <= $limit s)" \
+		awk -v a="${got:-9}" -v b="$limit" 'BEGIN { exit !(a <= b) }'
+	check "the pod's quota throttled the exec's loop ($((t1 - t0)) times)" test "$((t1 - t0))" -gt 0
+	# (the sandbox container idles: what the pod used meanwhile is the exec's)
+	check "the exec's CPU ($got s) is charged to the pod ($(((u1 - u0) / 1000)) ms)" \
+		awk -v c="${got:-9}" -v u="$((u1 - u0))" 'BEGIN { exit !(u >= c * 1e6 * 0.8) }'
+else
+	skip "CPU quota (no cpu controller on the pod's cgroup in this layout)"
+fi
+
+# --- a cpuset on the pod ----------------------------------------------------
+ncpu=$(nproc --all)
+if [ "$ncpu" -lt 2 ]; then
+	skip "cpuset (one CPU: a restriction cannot be seen)"
+else
+	C=$((ncpu - 1))
+	cs_set=1
+	if [ "$CG_LAYOUT" = hybrid ]; then
+		CSD=$(ctrl_root cpuset)$POD
+		# v1: the containers first (children must stay a subset), then the pod
+		echo "$C" > "$CSD/$SBX/cpuset.cpus" && echo "$C" > "$CSD/$SHIMC/cpuset.cpus" &&
+			echo "$C" > "$CSD/cpuset.cpus" && cs_set=0
+	elif [ -f "$CG2$POD/cpuset.cpus" ]; then
+		echo "$C" > "$CG2$POD/cpuset.cpus" && cs_set=0
+	fi
+	if [ "$cs_set" = 0 ]; then
+		ref=$(runc --root "$RUNC_ROOT" exec "$SBX" grep Cpus_allowed_list /proc/self/status | awk '{print $2}')
+		bk_exec pl1 -- grep Cpus_allowed_list /proc/self/status
+		got=$(j .stdout | awk '{print $2}')
+		echo "# pod cpuset $C: runc exec Cpus_allowed_list ${ref:-?}, exec $got"
+		check "runc exec into the container is held to the pod's cpuset ($ref)" test "$ref" = "$C"
+		check "an exec is held to the pod's cpuset ($got)" test "$got" = "$C"
+	else
+		skip "cpuset (no cpuset controller on the pod's cgroup in this layout)"
+	fi
+fi
+
+# --- teardown: every hierarchy ----------------------------------------------
+left=$(exec_cgroups_left "$PUID")
+check "no exec cgroup left in any hierarchy ${left:+($left)}" test -z "$left"
+
+# --- local mode: pod-level caps ---------------------------------------------
+# the pod's cap on $2 (a v2 file) or $3 (the v1 file) in the hierarchy of $1
+pod_cap() {
+	local d=$CG2$POD
+	if [ -f "$d/$2" ]; then cat "$d/$2"; return; fi
+	d=$(ctrl_root "$1")$POD
+	[ -n "$3" ] && [ -f "$d/$3" ] && cat "$d/$3"
+}
+mem=$(pod_cap memory memory.max memory.limit_in_bytes)
+pids=$(pod_cap pids pids.max pids.max)
+check "local pod: a memory cap on the pod's cgroup (${mem:-none})" \
+	sh -c "test -n '$mem' && test '$mem' != max && test '$mem' -lt 9000000000000000000"
+check "local pod: a pids cap on the pod's cgroup (${pids:-none})" sh -c "test -n '$pids' && test '$pids' != max"
+bk_sandbox_create pl2 --cpus 0.5 --memory 1G --pids 512
+if [ $? = 0 ]; then
+	POD=/kubepods/besteffort/pod$(sb pl2 pod_uid)
+	if [ "$CG_LAYOUT" = hybrid ]; then
+		q=$(cat "$(ctrl_root cpu)$POD/cpu.cfs_quota_us" 2>/dev/null)/$(cat "$(ctrl_root cpu)$POD/cpu.cfs_period_us" 2>/dev/null)
+	else
+		q=$(tr ' ' / < "$CG2$POD/cpu.max" 2>/dev/null)
+	fi
+	check "local pod --cpus 0.5: the pod's CPU quota ($q)" test "$q" = 50000/100000
+	check "local pod --memory 1G: the pod's memory cap" test "$(pod_cap memory memory.max memory.limit_in_bytes)" = 1073741824
+	check "local pod --pids 512: the pod's pids cap" test "$(pod_cap pids pids.max pids.max)" = 512
+else
+	not_ok "local pod with --cpus/--memory/--pids created"
+fi
