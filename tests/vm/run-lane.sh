@@ -63,8 +63,8 @@ case $name in 6.1|6.12|7) ;; *) echo "usage: $0 6.1|6.12|7" >&2; exit 2 ;; esac
 # Measured under TCG (6.1, 1 vCPU, 2026-12-01): identity 73 s, exec 331 s,
 # egress ~120 s, files 740 s, observe 59 s, recovery 61 s: ~25 min in all.
 # "check" (what `make check` runs) leaves out files to fit ~12 min.
-# full also runs the layers of issue 13: stale sockets, seccomp.
-SET_full="test-identity test-exec test-egress test-files test-observe test-recovery test-stale test-seccomp"
+# full also runs the layers of issue 13: stale sockets, seccomp, the file helper's limits.
+SET_full="test-identity test-exec test-egress test-files test-observe test-recovery test-stale test-seccomp test-filelimits"
 SET_check="test-identity test-exec test-egress test-observe test-recovery"
 case ${BK_VM_SET:-full} in
 full) tests=$SET_full; limit=2700 ;;
