@@ -10,6 +10,7 @@
 #include "lib/log.h"
 #include "lib/missing.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <poll.h>
@@ -74,6 +75,9 @@ static int req_to_memfd(const struct freq *q)
 
 /* ---- the helper's cgroup ------------------------------------------------------------------ */
 
+static void helper_cgroup_end(struct bk_exec_cg *cg);
+static void sweep_stale(const struct bk_agent *a, const struct bk_pod *pod);
+
 static _Atomic uint64_t helper_seq;
 
 /* The helper's own cgroup below the pod's, made by the same code as an
@@ -85,6 +89,7 @@ static _Atomic uint64_t helper_seq;
 static int helper_cgroup(struct bk_agent *a, const struct bk_pod *pod, struct bk_exec_cg *cg, char *err)
 {
 	bk_exec_cg_init(cg);
+	sweep_stale(a, pod);
 	if (a->cfg.fault[0] && streq(a->cfg.fault, "file_cgroup"))
 		return bk_fail_buf(err, HELPER_ERR_MAX, -EACCES, "injected fault: file helper cgroup creation refused");
 	char name[64];
@@ -98,6 +103,38 @@ static int helper_cgroup(struct bk_agent *a, const struct bk_pod *pod, struct bk
 		return bk_fail_buf(err, HELPER_ERR_MAX, r, "%s", e.msg);
 	}
 	return 0;
+}
+
+/* Helper cgroups of an earlier agent of this node (killed mid-op: its
+ * helper died with it, its cgroup stayed) in the pod's: killed and
+ * removed, in every hierarchy. This agent's own (the name holds its pid)
+ * are never touched. */
+static void sweep_stale(const struct bk_agent *a, const struct bk_pod *pod)
+{
+	const struct bk_cgroup_mounts *m = &a->engine.mounts;
+	char dir[4700], mine[48];
+	snprintf(dir, sizeof(dir), "%s%s", m->v2, pod->pod_v2);
+	snprintf(mine, sizeof(mine), "boxkite-file-%d-", (int)getpid());
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!startswith(de->d_name, "boxkite-file-") || startswith(de->d_name, mine))
+			continue;
+		_cleanup_free_ struct bk_exec_cg *cg = malloc(sizeof(*cg));
+		if (!cg)
+			break;
+		bk_exec_cg_init(cg);
+		snprintf(cg->v2, sizeof(cg->v2), "%s/%s", dir, de->d_name);
+		if (m->pids[0] && pod->pod_pids[0])
+			snprintf(cg->pids, sizeof(cg->pids), "%s%s/%s", m->pids, pod->pod_pids, de->d_name);
+		if (m->memory[0] && pod->pod_mem[0])
+			snprintf(cg->memory, sizeof(cg->memory), "%s%s/%s", m->memory, pod->pod_mem, de->d_name);
+		log_info("file_cgroup_swept", LS("cgroup", cg->v2));
+		helper_cgroup_end(cg);
+	}
+	closedir(d);
 }
 
 /* Kill what is left in the helper's cgroup and remove it, in every

@@ -177,6 +177,19 @@ fi
 check "no helper cgroup left in any hierarchy" gone_within 2 any_file_cgroups
 check "the agent is alive" kill -0 "$AGENT_PID"
 
+# --- an agent killed mid-op: its helper dies, the next agent removes its cgroup --
+req grep '{"pattern":"(a|b)*a(a|b){12}c","path":"/workspace/bomb/ab.txt"}' &
+GREP_PID=$!
+for _ in $(seq 1 40); do sleep 0.1; [ -n "$(file_cgroups)" ] && break; done
+kill -KILL "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
+wait "$GREP_PID" 2>/dev/null
+rm -f "$T/admin.sock" "$T/agent.sock"
+check "an agent killed mid-op leaves its helper's cgroup (what the sweep is for)" test -n "$(file_cgroups)"
+bk_start_agent || { not_ok "agent restarts"; exit 1; }
+req view '{"path":"bomb/a.txt"}'
+swept() { test "$(st)" = 200 && test -z "$(file_cgroups)"; }
+check "the next file op of the pod sweeps it (view $(st))" swept
+
 # --- fail closed: no helper cgroup, no file op -----------------------------------
 bk_stop_agent
 bk_start_agent '{"testing":{"allow_unsafe":true,"fault":"file_cgroup"}}' || { not_ok "agent restarts with the fault"; exit 1; }
