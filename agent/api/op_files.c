@@ -7,6 +7,7 @@
  * status, a code and a detail sentence; the audit line gets that status. */
 #include "agent/api/op_files.h"
 #include "agent/files/files.h"
+#include "agent/parse/rxbound.h"
 #include "lib/util.h"
 
 #include <stdarg.h>
@@ -183,6 +184,9 @@ static bool parse_grep(const cJSON *args, struct bk_file_req *q, struct bk_file_
 			      BK_FILE_GREP_PATTERN_MAX);
 	if (!get_path(args, "path", false, &q->vp, res))
 		return false;
+	char why[256];
+	if (bk_rx_check(q->pattern, why, sizeof(why)) < 0)
+		return refuse(res, 422, "pattern_too_complex", "%s", why);
 	q->glob = get_str(args, "glob");
 	if (!q->glob && !absent(args, "glob"))
 		return refuse(res, 400, "bad_request", "\"glob\" must be a string");
@@ -365,6 +369,14 @@ static cJSON *body_json(const struct bk_file_req *q, const struct bk_file_result
  * (res->status then says so). */
 static char *respond(const struct bk_file_req *q, struct bk_file_result *res)
 {
+	if (res->status != 200 && res->layer[0]) {
+		/* the helper's isolation could not be made: which layer */
+		cJSON *b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "detail", res->detail);
+		cJSON_AddStringToObject(b, "code", res->code);
+		cJSON_AddStringToObject(b, "layer", res->layer);
+		return bk_api_respond(res->status, b);
+	}
 	if (res->status != 200)
 		return bk_api_error(res->status, res->code, "%s", res->detail);
 	char *out = bk_api_respond(200, body_json(q, res));

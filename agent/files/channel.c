@@ -5,15 +5,18 @@
  * they stream by (the helper has no OpenSSL), reap or kill the helper, and
  * the "file_op" audit line. */
 #include "agent/files/internal.h"
+#include "agent/isolate/cgroup.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/missing.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <linux/sched.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -70,11 +73,121 @@ static int req_to_memfd(const struct freq *q)
 	return steal_fd(&fd);
 }
 
+/* ---- the helper's cgroup ------------------------------------------------------------------ */
+
+static void helper_cgroup_end(struct bk_exec_cg *cg);
+static void sweep_stale(const struct bk_agent *a, const struct bk_pod *pod);
+
+static _Atomic uint64_t helper_seq;
+
+/* The helper's own cgroup below the pod's, made by the same code as an
+ * exec's (isolate/cgroup.c): v2 (BPF-free, but cgroup.kill and every v2
+ * controller the pod delegates), plus the v1 hierarchies an exec joins on
+ * hybrid hosts; memory.max HELPER_MEMORY_MAX, pids.max HELPER_PIDS_MAX. Its
+ * memory, pids and CPU are the pod's, never the agent's. Returns 0 or
+ * -errno with a sentence in err (the file op is then refused). */
+static int helper_cgroup(struct bk_agent *a, const struct bk_pod *pod, struct bk_exec_cg *cg, char *err)
+{
+	bk_exec_cg_init(cg);
+	sweep_stale(a, pod);
+	if (a->cfg.fault[0] && streq(a->cfg.fault, "file_cgroup"))
+		return bk_fail_buf(err, HELPER_ERR_MAX, -EACCES, "injected fault: file helper cgroup creation refused");
+	char name[64];
+	snprintf(name, sizeof(name), "boxkite-file-%d-%llu", (int)getpid(),
+		 (unsigned long long)atomic_fetch_add(&helper_seq, 1));
+	struct bk_error e = { 0 };
+	int r = bk_exec_cg_create(&a->engine.mounts, pod->pod_v2, pod->pod_pids[0] ? pod->pod_pids : NULL,
+				  pod->pod_mem[0] ? pod->pod_mem : NULL, name, HELPER_PIDS_MAX, HELPER_MEMORY_MAX, cg, &e);
+	if (r < 0) {
+		(void)bk_exec_cg_destroy(cg);
+		return bk_fail_buf(err, HELPER_ERR_MAX, r, "%s", e.msg);
+	}
+	return 0;
+}
+
+/* Helper cgroups of an earlier agent of this node (killed mid-op: its
+ * helper died with it, its cgroup stayed) in the pod's: killed and
+ * removed, in every hierarchy. This agent's own (the name holds its pid)
+ * are never touched. */
+static void sweep_stale(const struct bk_agent *a, const struct bk_pod *pod)
+{
+	const struct bk_cgroup_mounts *m = &a->engine.mounts;
+	char dir[4700], mine[48];
+	snprintf(dir, sizeof(dir), "%s%s", m->v2, pod->pod_v2);
+	snprintf(mine, sizeof(mine), "boxkite-file-%d-", (int)getpid());
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!startswith(de->d_name, "boxkite-file-") || startswith(de->d_name, mine))
+			continue;
+		_cleanup_free_ struct bk_exec_cg *cg = malloc(sizeof(*cg));
+		if (!cg)
+			break;
+		bk_exec_cg_init(cg);
+		snprintf(cg->v2, sizeof(cg->v2), "%s/%s", dir, de->d_name);
+		if (m->pids[0] && pod->pod_pids[0])
+			snprintf(cg->pids, sizeof(cg->pids), "%s%s/%s", m->pids, pod->pod_pids, de->d_name);
+		if (m->memory[0] && pod->pod_mem[0])
+			snprintf(cg->memory, sizeof(cg->memory), "%s%s/%s", m->memory, pod->pod_mem, de->d_name);
+		log_info("file_cgroup_swept", LS("cgroup", cg->v2));
+		helper_cgroup_end(cg);
+	}
+	closedir(d);
+}
+
+/* Kill what is left in the helper's cgroup and remove it, in every
+ * hierarchy. Logged when something stays. */
+static void helper_cgroup_end(struct bk_exec_cg *cg)
+{
+	if (!cg->v2[0])
+		return;
+	char path[sizeof(cg->v2)];
+	snprintf(path, sizeof(path), "%s", cg->v2);
+	int kr = bk_exec_cg_kill(cg, 5000);
+	int dr = bk_exec_cg_destroy(cg);
+	if (kr < 0 || dr < 0)
+		log_errorf("file_cgroup", "cannot remove the file helper's cgroup %s: %s", path,
+			   strerror(kr < 0 ? -kr : -dr));
+}
+
 /* ---- spawning ---------------------------------------------------------------------------------- */
 
-/* Start the helper for q: its pid and the read end of its pipe. Returns 0
- * or -errno with a sentence in err. */
-static int spawn_helper(const struct bk_pod *pod, const struct freq *q, pid_t *pid, int *rdp, char *err)
+struct spawn_fds {
+	int req, chan, pidfd;
+	int cg[FD_CG_MAX];
+	int ncg;
+};
+
+/* The child of clone3 (a copy of the multi-threaded agent): only system
+ * calls until execve, no allocation, no lock (files.h: why exec). */
+static _Noreturn void spawn_child(const struct spawn_fds *f)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigaction(SIGPIPE, &dfl, NULL);
+	if (dup2(f->req, FD_REQ) < 0 || dup2(f->chan, FD_CHAN) < 0 || dup2(f->pidfd, FD_PIDFD) < 0)
+		_exit(127);
+	for (int i = 0; i < f->ncg; i++)
+		if (dup2(f->cg[i], FD_CG0 + i) < 0)
+			_exit(127);
+	syscall(SYS_close_range, FD_CG0 + f->ncg, ~0U, 0);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	char *argv[] = { (char *)bkf_helper_argv0, NULL };
+	char *envp[] = { NULL };
+	/* /proc/self/exe: the running agent's own image, even when the file
+	 * on disk was replaced by an upgrade */
+	execve("/proc/self/exe", argv, envp);
+	_exit(127);
+}
+
+/* Start the helper for q inside cg (born there: clone3 CLONE_INTO_CGROUP;
+ * the v1 procs descriptors go along for it to join): its pidfd and the
+ * read end of its pipe. Returns 0 or -errno with a sentence in err. */
+static int spawn_helper(const struct bk_pod *pod, const struct freq *q, const struct bk_exec_cg *cg, int *pidfdp,
+			int *rdp, char *err)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0) {
@@ -89,39 +202,48 @@ static int spawn_helper(const struct bk_pod *pod, const struct freq *q, pid_t *p
 		return bk_fail_buf(err, HELPER_ERR_MAX, reqfd, "cannot pass the request to the file helper: %s",
 				   strerror(-reqfd));
 	}
-	/* move the three descriptors out of the way of fds 3..5 first, so
-	 * the dup2 actions cannot clobber one another */
-	_cleanup_close_ int a_req = fcntl(reqfd, F_DUPFD_CLOEXEC, 100);
-	_cleanup_close_ int a_chan = fcntl(p[1], F_DUPFD_CLOEXEC, 100);
-	_cleanup_close_ int a_pid = fcntl(pod->sandbox_pidfd, F_DUPFD_CLOEXEC, 100);
-	int e = a_req < 0 || a_chan < 0 || a_pid < 0 ? errno : 0;
-	close(p[1]);
-	if (!e) {
-		posix_spawn_file_actions_t fa;
-		posix_spawnattr_t at;
-		sigset_t none, dfl;
-		sigemptyset(&none);
-		sigemptyset(&dfl);
-		sigaddset(&dfl, SIGPIPE);
-		posix_spawn_file_actions_init(&fa);
-		posix_spawnattr_init(&at);
-		posix_spawn_file_actions_adddup2(&fa, a_req, FD_REQ);
-		posix_spawn_file_actions_adddup2(&fa, a_chan, FD_CHAN);
-		posix_spawn_file_actions_adddup2(&fa, a_pid, FD_PIDFD);
-		posix_spawn_file_actions_addclosefrom_np(&fa, FD_PIDFD + 1);
-		posix_spawnattr_setsigmask(&at, &none);
-		posix_spawnattr_setsigdefault(&at, &dfl);
-		posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-		char *argv[] = { (char *)bkf_helper_argv0, NULL };
-		char *envp[] = { NULL };
-		/* /proc/self/exe: the running agent's own image, even when the
-		 * file on disk was replaced by an upgrade */
-		e = posix_spawn(pid, "/proc/self/exe", &fa, &at, argv, envp);
-		posix_spawn_file_actions_destroy(&fa);
-		posix_spawnattr_destroy(&at);
+	/* move the descriptors out of the way of fds 3.. first, so the
+	 * child's dup2 calls cannot clobber one another */
+	struct spawn_fds f = { .req = fcntl(reqfd, F_DUPFD_CLOEXEC, 100),
+			       .chan = fcntl(p[1], F_DUPFD_CLOEXEC, 100),
+			       .pidfd = fcntl(pod->sandbox_pidfd, F_DUPFD_CLOEXEC, 100) };
+	int e = f.req < 0 || f.chan < 0 || f.pidfd < 0 ? errno : 0;
+	int v1[FD_CG_MAX];
+	int nv1 = bk_exec_cg_v1_fds(cg, v1, FD_CG_MAX);
+	for (int i = 0; i < nv1 && !e; i++) {
+		f.cg[f.ncg] = fcntl(v1[i], F_DUPFD_CLOEXEC, 100);
+		if (f.cg[f.ncg] < 0)
+			e = errno;
+		else
+			f.ncg++;
 	}
+	close(p[1]);
+	long pid = -1;
+	int pidfd = -1;
+	if (!e && (uint32_t)f.ncg != q->n_cg)
+		e = EPROTO;
+	if (!e) {
+		struct clone_args args = {
+			.flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
+			.pidfd = (uint64_t)(uintptr_t)&pidfd,
+			.exit_signal = SIGCHLD,
+			.cgroup = (uint64_t)cg->v2_fd,
+		};
+		pid = syscall(SYS_clone3, &args, sizeof(args));
+		if (pid == 0)
+			spawn_child(&f);
+		if (pid < 0)
+			e = errno;
+	}
+	closep(&f.req);
+	closep(&f.chan);
+	closep(&f.pidfd);
+	for (int i = 0; i < f.ncg; i++)
+		closep(&f.cg[i]);
 	if (e)
-		return bk_fail_buf(err, HELPER_ERR_MAX, -e, "cannot start the file helper: %s", strerror(e));
+		return bk_fail_buf(err, HELPER_ERR_MAX, -e, "cgroup: cannot start the file helper in its cgroup: %s",
+				   strerror(e));
+	*pidfdp = pidfd;
 	*rdp = steal_fd(&rd);
 	return 0;
 }
@@ -246,33 +368,54 @@ static void reap(int pidfd, bool finished, uint64_t deadline, siginfo_t *si)
 		;
 }
 
-/* Run q in a helper. Returns 0 with res filled by the helper's records, or
- * -errno with a sentence in err (spawn failure, -ETIMEDOUT, a helper that
- * died or misbehaved). */
-static int run_helper(const struct bk_pod *pod, const struct freq *q, struct hashes *hs,
+/* Why a helper that sent no last record ended: its CPU limit (SIGXCPU, or
+ * the SIGKILL of the hard limit after it), its memory limit (the cgroup's
+ * OOM killer), or something else. */
+static int limit_death(const siginfo_t *si, const struct bk_exec_cg *cg, char *err)
+{
+	if (si->si_code != CLD_KILLED && si->si_code != CLD_DUMPED)
+		return 0;
+	long tick = sysconf(_SC_CLK_TCK);
+	double cpu = tick > 0 ? (double)(si->si_utime + si->si_stime) / (double)tick : 0;
+	if (si->si_status == SIGXCPU || (si->si_status == SIGKILL && cpu >= HELPER_CPU_S))
+		return bk_fail_buf(err, HELPER_ERR_MAX, -ETIME,
+				   "the file operation used up the file helper's CPU limit (%d s) and was stopped",
+				   HELPER_CPU_S);
+	if (si->si_status == SIGKILL && bk_exec_cg_oom_killed(cg))
+		return bk_fail_buf(err, HELPER_ERR_MAX, -EDQUOT,
+				   "the file operation needed more than the file helper's memory limit (%llu MiB) and was stopped",
+				   HELPER_MEMORY_MAX >> 20);
+	return 0;
+}
+
+/* Run q in a helper in its own cgroup (cg, made by the caller; emptied
+ * here). Returns 0 with res filled by the helper's records, or -errno with
+ * a sentence in err (files.h, bk_files_run: which errno means what). */
+static int run_helper(const struct bk_pod *pod, const struct freq *q, struct bk_exec_cg *cg, struct hashes *hs,
 		      struct bk_file_result *res, char *err)
 {
-	pid_t pid = -1;
-	_cleanup_close_ int rd = -1;
-	int r = spawn_helper(pod, q, &pid, &rd, err);
+	_cleanup_close_ int rd = -1, pidfd = -1;
+	int r = spawn_helper(pod, q, cg, &pidfd, &rd, err);
 	if (r < 0)
 		return r;
-	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0) {
-		int e = errno;
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		return bk_fail_buf(err, HELPER_ERR_MAX, -e, "cannot open a pidfd for the file helper: %s", strerror(e));
-	}
 	int timeout_ms = q->rq.op == BK_FILE_WIPE ? WIPE_TIMEOUT_MS : HELPER_TIMEOUT_MS;
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct collect c = { .op = q->rq.op, .res = res, .hs = hs };
 	r = collect(&c, rd, deadline);
 	siginfo_t si = { 0 };
+	/* at the deadline, or when the helper misbehaved: everything in its
+	 * cgroup goes, not only the helper */
+	if (!(r == 0 && c.done) || now_ns() >= deadline)
+		(void)bk_exec_cg_kill(cg, 2000);
 	reap(pidfd, r == 0 && c.done, deadline, &si);
 	if (r == -ETIMEDOUT)
 		return bk_fail_buf(err, HELPER_ERR_MAX, r, "the file operation did not finish within %d s",
 				   timeout_ms / 1000);
+	if (!c.done) {
+		int lr = limit_death(&si, cg, err);
+		if (lr < 0)
+			return lr;
+	}
 	if (r < 0)
 		return bk_fail_buf(err, HELPER_ERR_MAX, r, "the file helper misbehaved: %s", strerror(-r));
 	if (!c.done) {
@@ -332,11 +475,32 @@ int bk_files_run(struct bk_agent *a, const struct bk_pod *pod, const struct bk_f
 		.cap_last = a->engine.cap_last > 0 ? a->engine.cap_last : 63,
 		.parent = getpid(),
 	};
-	struct hashes hs = { 0 };
 	char err[HELPER_ERR_MAX] = "";
-	int r = run_helper(pod, q, rq->op == BK_FILE_PRESENT ? &hs : NULL, res, err);
+	struct bk_exec_cg cg;
+	int r = helper_cgroup(a, pod, &cg, err);
+	if (r < 0) {
+		/* fail closed: no helper runs outside its own cgroup */
+		log_errorf("file_cgroup", "%s for pod %s/%s: %s", bk_file_op_name(rq->op), pod->pod_namespace,
+			   pod->pod_name, err);
+		refuse(res, r, 503, "isolation_failed", "cgroup: cannot make the file helper's cgroup: %s", err);
+		snprintf(res->layer, sizeof(res->layer), "cgroup");
+		return r;
+	}
+	q->n_cg = (uint32_t)bk_exec_cg_v1_fds(&cg, (int[FD_CG_MAX]){ 0 }, FD_CG_MAX);
+	struct hashes hs = { 0 };
+	r = run_helper(pod, q, &cg, rq->op == BK_FILE_PRESENT ? &hs : NULL, res, err);
+	helper_cgroup_end(&cg);
 	if (r == -ETIMEDOUT) {
 		refuse(res, r, 504, "timeout", "%s", err);
+	} else if (r == -ETIME) {
+		refuse(res, r, 422, "resource_limit", "%s", err);
+	} else if (r == -EDQUOT) {
+		refuse(res, r, 507, "resource_limit", "%s", err);
+	} else if (r < 0 && startswith(err, "cgroup:")) {
+		log_errorf("file_cgroup", "%s for pod %s/%s: %s", bk_file_op_name(rq->op), pod->pod_namespace,
+			   pod->pod_name, err);
+		refuse(res, r, 503, "isolation_failed", "%s", err);
+		snprintf(res->layer, sizeof(res->layer), "cgroup");
 	} else if (r < 0) {
 		log_errorf("file_helper", "%s for pod %s/%s: %s", bk_file_op_name(rq->op), pod->pod_namespace,
 			   pod->pod_name, err);

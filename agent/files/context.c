@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The helper's working context (helper side): the replies that end it — a
  * result, or a refusal with its status, code and sentence — its time
- * budget, and allocation that answers out_of_memory instead of returning
+ * budget, and allocation that answers 507 resource_limit instead of returning
  * NULL. The operations (ops.c, walk.c, wipe.c) use these; the process
  * itself (helper.c) dispatches to them. */
 #include "agent/files/internal.h"
 #include "agent/parse/text.h"
 
 #include <stdarg.h>
+#include <time.h>
 
 /* ---- replies ------------------------------------------------------------------------------ */
 
@@ -62,25 +63,35 @@ _Noreturn void bkf_errno(struct hctx *h, int err, const char *path)
 	case EAGAIN:
 		bkf_fail(h, 503, "retry", "%s: the path changed during resolution; try again", path);
 	case ENOMEM:
-		bkf_fail(h, 503, "out_of_memory", "out of memory");
+		bkf_out_of_memory(h);
 	default:
 		bkf_fail(h, 500, "io_error", "%s: %s", path, strerror(err));
 	}
 }
 
-static _Noreturn void out_of_memory(struct hctx *h)
+_Noreturn void bkf_out_of_memory(struct hctx *h)
 {
-	bkf_fail(h, 503, "out_of_memory", "out of memory in the file helper");
+	bkf_fail(h, 507, "resource_limit", "the file operation needs more than the file helper's memory limit (%llu MiB)",
+		 HELPER_MEMORY_MAX >> 20);
 }
 
-bool bkf_over_budget(const struct hctx *h) { return now_ns() > h->budget_end; }
+/* Walks stop (truncated) at the wall budget or, well before RLIMIT_CPU
+ * kills the helper, at the CPU budget. */
+bool bkf_over_budget(const struct hctx *h)
+{
+	if (now_ns() > h->budget_end)
+		return true;
+	struct timespec ts;
+	return clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0 &&
+	       (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u > WORK_CPU_BUDGET_MS;
+}
 
 char *bkf_sanitized(struct hctx *h, const char *s, size_t n)
 {
 	size_t l;
 	char *c = bk_utf8_sanitize(s, n, &l);
 	if (!c)
-		out_of_memory(h);
+		bkf_out_of_memory(h);
 	return c;
 }
 
@@ -88,7 +99,7 @@ char *bkf_strdup(struct hctx *h, const char *s)
 {
 	char *c = strdup(s);
 	if (!c)
-		out_of_memory(h);
+		bkf_out_of_memory(h);
 	return c;
 }
 
@@ -96,7 +107,7 @@ void *bkf_calloc(struct hctx *h, size_t n, size_t sz)
 {
 	void *p = calloc(n ? n : 1, sz);
 	if (!p)
-		out_of_memory(h);
+		bkf_out_of_memory(h);
 	return p;
 }
 

@@ -29,10 +29,15 @@
  *
  * Every operation runs in a short-lived helper process:
  *
- *   agent thread --posix_spawn(/proc/self/exe, argv[0] "boxkite-file-helper")
+ *   agent thread    makes the helper's own cgroup below the pod's
+ *                   (isolate/cgroup.c, as for an exec: memory.max, pids.max)
+ *                --clone3(CLONE_INTO_CGROUP) + execve(/proc/self/exe,
+ *                   argv[0] "boxkite-file-helper")
  *                  fd 3: the validated request (sealed memfd)
  *                  fd 4: the result pipe      fd 5: the sandbox's pidfd
+ *                  fd 6..: its v1 cgroup.procs (hybrid hosts)
  *   helper (a constructor, before main):
+ *                  join its v1 cgroups; RLIMIT_AS, RLIMIT_CPU
  *                  setns(pidfd, CLONE_NEWNS)   (the mount namespace only)
  *                  drop to the sandbox user: no groups, no caps,
  *                  no_new_privs, not dumpable, dies with its parent
@@ -40,7 +45,8 @@
  *                  resolve the rest with openat2(rootfd, rel,
  *                  RESOLVE_IN_ROOT | NO_MAGICLINKS | NO_XDEV)
  *                  do the work, write records on the pipe, _exit
- *   agent thread <- records (typed results; file bytes to hash)
+ *   agent thread <- records (typed results; file bytes to hash);
+ *                   kills the cgroup at the deadline, removes it always
  *
  * The helper can therefore never do more than the sandbox user could do in
  * its own container, and a symlink (also one swapped in during the call)
@@ -150,6 +156,7 @@ struct bk_file_result {
 	int status;
 	char code[BK_FILE_CODE_MAX];
 	char detail[BK_FILE_DETAIL_MAX];
+	char layer[16]; /* a refusal because the helper's isolation could not be made: "cgroup" */
 	/* file_create */
 	uint64_t size; /* also view (bytes of the file) */
 	bool created;
@@ -191,8 +198,13 @@ void bk_file_result_free(struct bk_file_result *r);
  *   -EPERM      503 isolation_failed     (the sandbox runs as root)
  *   -ENXIO      503 sandbox_unavailable  (no sandbox container)
  *   -ENOMEM     503 out_of_memory
- *   -ETIMEDOUT  504 timeout              (the helper was killed)
- *   other       500 helper_failed        (spawn failure, the helper died
+ *   -EACCES ... 503 isolation_failed, layer "cgroup" (the helper's own
+ *                                          cgroup could not be made or
+ *                                          entered: nothing ran)
+ *   -ETIMEDOUT  504 timeout              (the agent killed its cgroup)
+ *   -ETIME      422 resource_limit       (its CPU limit killed it)
+ *   -EDQUOT     507 resource_limit       (its memory limit killed it)
+ *   other       500 helper_failed        (the helper died
  *                                          or sent malformed records;
  *                                          logged as "file_helper")
  * Free res with bk_file_result_free() in every case. Does not log the audit

@@ -3,11 +3,16 @@
  * it is confined). The agent binary exec'd as HELPER_ARGV0 runs
  * file_helper_entry() before main(): it decodes the request, enters the
  * sandbox container's mount namespace, drops to the sandbox user, runs one
- * operation and reports it as records on the pipe, then exits. */
+ * operation and reports it as records on the pipe, then exits. It runs in
+ * its own cgroup below the pod's (the agent made it; on hybrid hosts the
+ * helper joins its v1 part itself, first thing) under RLIMIT_AS and
+ * RLIMIT_CPU. */
 #include "agent/files/internal.h"
 #include "agent/isolate/privs.h"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -34,14 +39,61 @@ static void (*const ops[BK_FILE_OP_N])(struct hctx *, struct bk_file_result *) =
 	[BK_FILE_PRESENT] = bkf_op_present, [BK_FILE_WIPE] = bkf_op_wipe,
 };
 
-static _Noreturn void helper_main(const struct freq *q, int chan, int pidfd)
+/* Join the v1 cgroups the agent made for this helper (hybrid hosts; on
+ * cgroup v2 the helper was born in its own cgroup, CLONE_INTO_CGROUP):
+ * their cgroup.procs are open on FD_CG0.. . Done first, before the request
+ * is read, so that (nearly) nothing the helper does is charged to the
+ * agent. Returns how many it joined, or -errno. */
+static int join_cgroups(void)
+{
+	int n = 0;
+	for (int fd = FD_CG0; fd < FD_CG0 + FD_CG_MAX; fd++) {
+		if (fcntl(fd, F_GETFD) < 0)
+			break;
+		if (write(fd, "0", 1) != 1)
+			return -errno;
+		n++;
+	}
+	return n;
+}
+
+/* The address-space limit (HELPER_MEMORY_MAX above what is mapped now: a
+ * sanitizer build maps terabytes of shadow before main) and the CPU budget
+ * (SIGXCPU at HELPER_CPU_S s, SIGKILL a second later). */
+static int set_limits(enum bk_file_op op)
+{
+	unsigned long long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+	if (!f)
+		return -errno;
+	int ok = fscanf(f, "%llu", &pages) == 1;
+	fclose(f);
+	if (!ok)
+		return -EIO;
+	rlim_t as = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (rlim_t)HELPER_MEMORY_MAX;
+	/* the session wipe may take its whole (longer) deadline */
+	rlim_t cs = op == BK_FILE_WIPE ? WIPE_TIMEOUT_MS / 1000 : HELPER_CPU_S;
+	struct rlimit asl = { as, as }, cpu = { cs, cs + 1 }, core = { 0, 0 };
+	if (setrlimit(RLIMIT_AS, &asl) < 0 || setrlimit(RLIMIT_CPU, &cpu) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
+		return -errno;
+	return 0;
+}
+
+static _Noreturn void helper_main(const struct freq *q, int chan, int pidfd, int joined)
 {
 	struct hctx h = { .chan = chan,
 			  .rq = &q->rq,
 			  .uid = q->uid,
 			  .budget_end = now_ns() + (uint64_t)WORK_BUDGET_MS * 1000000ull };
-	/* nothing of the agent's (sockets, BPF objects, other helpers' pipes)
-	 * stays in this process */
+	/* fail closed: a helper outside its own cgroup does no work */
+	if (joined < 0 || (uint32_t)joined != q->n_cg)
+		bkf_fail(&h, 503, "isolation_failed", "cgroup: the file helper could not join its cgroups (%u v1 hierarchies): %s",
+			 q->n_cg, joined < 0 ? strerror(-joined) : "descriptors missing");
+	int lr = set_limits(q->rq.op);
+	if (lr < 0)
+		bkf_fail(&h, 503, "isolation_failed", "rlimits: cannot limit the file helper: %s", strerror(-lr));
+	/* nothing of the agent's (sockets, BPF objects, other helpers' pipes,
+	 * the cgroup descriptors) stays in this process */
 	close_all_but(chan, pidfd);
 	if (setns(pidfd, CLONE_NEWNS) < 0)
 		bkf_fail(&h, 503, "isolation_failed", "cannot enter the sandbox container's mount namespace: %s",
@@ -50,8 +102,6 @@ static _Noreturn void helper_main(const struct freq *q, int chan, int pidfd)
 	if (chdir("/") < 0)
 		bkf_fail(&h, 503, "isolation_failed", "cannot change to the container's root: %s", strerror(errno));
 	umask(022);
-	struct rlimit core = { 0, 0 };
-	setrlimit(RLIMIT_CORE, &core);
 	int r = bk_privs_drop(q->uid, q->gid, q->cap_last);
 	if (r < 0)
 		bkf_fail(&h, 503, "isolation_failed", "cannot drop privileges to the sandbox user: %s", strerror(-r));
@@ -77,7 +127,8 @@ __attribute__((constructor)) static void file_helper_entry(int argc, char **argv
 	(void)envp;
 	if (argc != 1 || !argv || !argv[0] || !streq(argv[0], HELPER_ARGV0))
 		return;
-	syscall(SYS_close_range, FD_PIDFD + 1, ~0U, 0);
+	syscall(SYS_close_range, FD_CG0 + FD_CG_MAX, ~0U, 0);
+	int joined = join_cgroups();
 	struct hctx h = { .chan = FD_CHAN };
 	struct freq *q = calloc(1, sizeof(*q));
 	if (!q)
@@ -90,5 +141,5 @@ __attribute__((constructor)) static void file_helper_entry(int argc, char **argv
 	close(FD_REQ);
 	if (r < 0)
 		bkf_fail(&h, 500, "helper_failed", "the file helper got a malformed request: %s", strerror(-r));
-	helper_main(q, FD_CHAN, FD_PIDFD);
+	helper_main(q, FD_CHAN, FD_PIDFD, joined);
 }

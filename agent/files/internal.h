@@ -22,12 +22,21 @@ extern const char bkf_helper_argv0[];
 #define FD_REQ 3   /* the request (sealed memfd) */
 #define FD_CHAN 4  /* the result pipe */
 #define FD_PIDFD 5 /* the sandbox container's init */
+#define FD_CG0 6   /* v1 cgroup.procs of the helper's cgroups (hybrid hosts) */
+#define FD_CG_MAX 8 /* ... at most this many: FD_CG0 .. FD_CG0 + FD_CG_MAX - 1 */
 
 /* ---- limits ----------------------------------------------------------------------- */
 #define REQ_MAX (64u << 20)              /* encoded request (content is at most BK_REQ_MAX) */
 #define HELPER_TIMEOUT_MS 10000          /* the agent kills the helper after this */
 #define WIPE_TIMEOUT_MS 60000            /* ... or this, for the session wipe */
 #define WORK_BUDGET_MS 8000              /* walks stop (truncated) after this */
+/* The helper's own cgroup (below the pod's: charged to the pod) and rlimits.
+ * A pattern or walk that would take more dies at the limit and is answered
+ * 422/507 resource_limit; the agent's own memory never moves. */
+#define HELPER_MEMORY_MAX (512ull << 20) /* memory.max; RLIMIT_AS: this above what is mapped at start */
+#define HELPER_PIDS_MAX 1                /* the helper alone: it never forks */
+#define HELPER_CPU_S 5                   /* RLIMIT_CPU soft (SIGXCPU); hard one second later */
+#define WORK_CPU_BUDGET_MS 4000          /* walks stop (truncated) after this much CPU */
 #define VIEW_MAX (10u << 20)             /* larger files are unviewable */
 #define BINARY_PROBE 8192                /* a NUL byte in here: binary */
 #define EDIT_RESULT_MAX (64u << 20)      /* str_replace result */
@@ -53,6 +62,7 @@ struct freq {
 	gid_t gid;
 	int cap_last;
 	pid_t parent; /* the agent, for the helper's parent-death check */
+	uint32_t n_cg; /* v1 cgroups the helper joins (fds FD_CG0..): it checks it did */
 };
 
 /* ---- wire.c: the encodings that cross exec ------------------------------------------- */
@@ -100,6 +110,9 @@ struct hctx {
 	uint64_t budget_end; /* monotonic ns */
 };
 
+/* The helper's answer when it reached its memory limit (507 resource_limit). */
+_Noreturn void bkf_out_of_memory(struct hctx *h);
+
 /* Send r (status 200) and exit. */
 _Noreturn void bkf_reply(struct hctx *h, const struct bk_file_result *r);
 /* Send a refusal and exit. */
@@ -108,12 +121,12 @@ _Noreturn void bkf_fail(struct hctx *h, int status, const char *code, const char
 _Noreturn void bkf_errno(struct hctx *h, int err, const char *path);
 bool bkf_over_budget(const struct hctx *h);
 /* n bytes as a valid UTF-8 string without NULs (U+FFFD for the rest), or
- * the helper answers out_of_memory. */
+ * the helper answers resource_limit. */
 char *bkf_sanitized(struct hctx *h, const char *s, size_t n);
-/* A copy of s, or the helper answers out_of_memory. */
+/* A copy of s, or the helper answers resource_limit. */
 char *bkf_strdup(struct hctx *h, const char *s);
 /* A result array of n elements of size sz, or the helper answers
- * out_of_memory. */
+ * resource_limit. */
 void *bkf_calloc(struct hctx *h, size_t n, size_t sz);
 
 /* ---- ops.c, wipe.c: the operations (helper side; fill r or refuse) ---------------------- */

@@ -4,6 +4,7 @@
  * primitives of fs.c and either fills the result or refuses (bkf_fail,
  * bkf_errno: the helper answers and exits). */
 #include "agent/files/internal.h"
+#include "agent/parse/rxbound.h"
 
 #include <fcntl.h>
 #include <regex.h>
@@ -259,9 +260,19 @@ void bkf_op_grep(struct hctx *h, struct bk_file_result *r)
 	const struct bk_file_req *q = h->rq;
 	const char *path = q->vp.abs;
 	regex_t re;
-	/* compiled here, in the helper: a pathological pattern costs the
-	 * helper's time and memory (killed at the deadline), not the agent's */
+	/* bounded again here (the API edge checked it): what glibc would
+	 * expand into gigabytes never compiles */
+	char why[256];
+	if (bk_rx_check(q->pattern, why, sizeof(why)) < 0)
+		bkf_fail(h, 422, "pattern_too_complex", "%s", why);
+	/* compiled here, in the helper: whatever a pattern within the bounds
+	 * still costs is the helper's time and memory (its own cgroup under
+	 * the pod, RLIMIT_AS, RLIMIT_CPU), never the agent's */
 	int rc = regcomp(&re, q->pattern, REG_EXTENDED | REG_NOSUB);
+	if (rc == REG_ESPACE)
+		bkf_fail(h, 422, "pattern_too_complex",
+			 "the pattern needs more memory to compile than the file helper's limit (%llu MiB)",
+			 HELPER_MEMORY_MAX >> 20);
 	if (rc != 0) {
 		char msg[256];
 		regerror(rc, &re, msg, sizeof(msg));

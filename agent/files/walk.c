@@ -153,7 +153,10 @@ static bool grep_file(struct hctx *h, struct grep_ud *g, int fd, const char *vpa
 			g->truncated = stop = true;
 			break;
 		}
-		if (regexec(g->re, p, 0, NULL, 0) == 0) {
+		int rc = regexec(g->re, p, 0, NULL, 0);
+		if (rc == REG_ESPACE)
+			bkf_out_of_memory(h);
+		if (rc == 0) {
 			if (r->ngrep == g->max) {
 				g->truncated = stop = true;
 				break;

@@ -3,7 +3,7 @@
  * helper: plain little-endian integers and length-prefixed strings.
  *
  *   request (agent -> helper, a sealed memfd on fd 3):
- *     u32 magic, u32 op, u32 uid, u32 gid, i32 cap_last, i32 parent,
+ *     u32 magic, u32 op, u32 uid, u32 gid, i32 cap_last, i32 parent, u32 n_cg,
  *     u8 has_range, u8 replace_all, u8 trailing slash,
  *     i64 range_start, i64 range_end, i64 max_matches,
  *     str path, str content, str old_str, str new_str, str pattern, str glob,
@@ -166,6 +166,7 @@ int bkf_req_encode(const struct freq *q, char **out, size_t *outlen)
 	wb_u32(&w, (uint32_t)q->gid);
 	wb_u32(&w, (uint32_t)q->cap_last);
 	wb_u32(&w, (uint32_t)q->parent);
+	wb_u32(&w, q->n_cg);
 	wb_u8(&w, rq->has_range);
 	wb_u8(&w, rq->replace_all);
 	wb_u8(&w, rq->vp.trailing_slash);
@@ -240,10 +241,12 @@ int bkf_req_decode(char *buf, size_t len, struct freq *q)
 	memset(q, 0, sizeof(*q));
 	uint32_t magic = rb_u32(&r), op = rb_u32(&r), uid = rb_u32(&r), gid = rb_u32(&r);
 	int32_t cap_last = (int32_t)rb_u32(&r), parent = (int32_t)rb_u32(&r);
+	uint32_t n_cg = rb_u32(&r);
 	uint8_t has_range = rb_u8(&r), replace_all = rb_u8(&r), dir = rb_u8(&r);
 	int64_t start = rb_i64(&r), end = rb_i64(&r), max = rb_i64(&r);
 	if (r.bad || magic != REQ_MAGIC || op > BK_FILE_WIPE || !in_range(uid, 1, 4294967294LL) ||
 	    gid == UINT32_MAX || !in_range(cap_last, 0, 63) || !in_range(parent, 1, 4194304) ||
+	    n_cg > FD_CG_MAX ||
 	    !in_range(max, 0, BK_FILE_GREP_MATCH_MAX) || has_range > 1 || replace_all > 1 || dir > 1)
 		return -EPROTO;
 	rq->op = (enum bk_file_op)op;
@@ -251,6 +254,7 @@ int bkf_req_decode(char *buf, size_t len, struct freq *q)
 	q->gid = (gid_t)gid;
 	q->cap_last = cap_last;
 	q->parent = (pid_t)parent;
+	q->n_cg = n_cg;
 	rq->max_matches = (long)max;
 	rq->replace_all = replace_all;
 	if (has_range) {

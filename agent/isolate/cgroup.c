@@ -261,6 +261,40 @@ int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, cons
 	return 0;
 }
 
+int bk_exec_cg_v1_fds(const struct bk_exec_cg *cg, int *fds, int max)
+{
+	int n = 0;
+	if (cg->pids_procs_fd >= 0 && n < max)
+		fds[n++] = cg->pids_procs_fd;
+	if (cg->mem_procs_fd >= 0 && n < max)
+		fds[n++] = cg->mem_procs_fd;
+	return n;
+}
+
+/* The value of "key N" in a flat keyed file, or 0. */
+static uint64_t keyed(const char *dir, const char *file, const char *key)
+{
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	_cleanup_free_ char *txt = NULL;
+	if (read_file_at(AT_FDCWD, p, 65536, &txt, NULL) < 0)
+		return 0;
+	size_t kl = strlen(key);
+	for (char *sv = NULL, *t = strtok_r(txt, "\n", &sv); t; t = strtok_r(NULL, "\n", &sv)) {
+		uint64_t v;
+		if (strncmp(t, key, kl) == 0 && t[kl] == ' ' && parse_u64(t + kl + 1, &v) == 0)
+			return v;
+	}
+	return 0;
+}
+
+bool bk_exec_cg_oom_killed(const struct bk_exec_cg *cg)
+{
+	if (cg->memory[0])
+		return keyed(cg->memory, "memory.oom_control", "oom_kill") > 0;
+	return cg->v2[0] && keyed(cg->v2, "memory.events", "oom_kill") > 0;
+}
+
 static bool procs_empty(const char *dir)
 {
 	char p[4200];

@@ -79,6 +79,14 @@ int bk_exec_cg_kill(struct bk_exec_cg *cg, int timeout_ms);
 void bk_exec_cg_setup_done(struct bk_exec_cg *cg);
 /* Remove the cgroup directories (after kill). Closes fds. */
 int bk_exec_cg_destroy(struct bk_exec_cg *cg);
+/* The v1 cgroup.procs descriptors of cg (hybrid hosts: one per v1
+ * hierarchy the exec path uses), for a process that must join them itself
+ * by writing "0" (the exec child; the file helper, across its exec). At
+ * most max into fds; returns how many. */
+int bk_exec_cg_v1_fds(const struct bk_exec_cg *cg, int *fds, int max);
+/* Whether the memory controller of cg (v2 memory.events, else v1
+ * memory.oom_control) counted an OOM kill in it. */
+bool bk_exec_cg_oom_killed(const struct bk_exec_cg *cg);
 /* cgroup id of a v2 directory. */
 int bk_cgroup_id(const char *path, uint64_t *id);
 /* Whether a v2 cgroup directory currently has processes. */

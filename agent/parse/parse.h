@@ -14,6 +14,7 @@
  *   cmdparse.c  command allowlist, layer 1, passes 2 and 3: structure and
  *               allowed_commands (the strict checker's entry points)
  *   vpath.c     virtual paths and globs of the file routes
+ *   rxbound.c   the cost of a /grep pattern, bounded before it compiles
  *   text.c      command output: UTF-8 sanitizing, secret redaction
  *   records.c   exec records: struct bk_exec_record <-> its JSON text
  *   session_record.c  session records: struct bk_session_record <-> its

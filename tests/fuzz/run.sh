@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 OUT=${FUZZ_OUT:-$ROOT/build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe filewire"
+ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe filewire rxbound"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
 
 CC=${FUZZ_CC:-}
@@ -44,6 +44,7 @@ srcs_of() {
 	text) echo agent/parse/text.c ;;
 	cmdparse) echo agent/parse/cmdparse.c agent/parse/cmdlex.c agent/parse/vpath.c ;;
 	vpath) echo agent/parse/vpath.c ;;
+	rxbound) echo agent/parse/rxbound.c lib/err.c lib/util.c ;;
 	# config.c hands the egress profiles to policy.c
 	config) echo agent/parse/config.c agent/parse/policy.c lib/err.c lib/util.c ;;
 	mountinfo) echo agent/isolate/cgroup.c lib/err.c lib/util.c ;;
