@@ -448,10 +448,6 @@ static int open_sandbox(const struct bk_config *c, struct bk_pod *p, const char 
 		return bk_fail_buf(err, errlen, -EOPNOTSUPP,
 				   "the sandbox container has no cgroup v2 path (the BPF layer and cgroup.kill need it)");
 	}
-	if (bk_proc_cgroup_v1_path(cg, "pids", path, sizeof(path)) == 0 && bk_cgroup_path_parse(path, &ref) == 0)
-		snprintf(p->pod_pids, sizeof(p->pod_pids), "%s", ref.pod_path);
-	if (bk_proc_cgroup_v1_path(cg, "memory", path, sizeof(path)) == 0 && bk_cgroup_path_parse(path, &ref) == 0)
-		snprintf(p->pod_mem, sizeof(p->pod_mem), "%s", ref.pod_path);
 	struct v1_walk w = { .p = p, .pod_uid = s->pod_uid };
 	p->n_v1 = 0;
 	if ((r = bk_proc_cgroup_each(cg, v1_cb, &w)) < 0)

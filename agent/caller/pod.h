@@ -38,8 +38,6 @@ struct bk_pod {
 	struct bk_container_info sandbox;
 	int sandbox_pidfd;
 	char pod_v2[4096];   /* pod-level cgroup path (v2 hierarchy) */
-	char pod_pids[4096]; /* pod-level path in the v1 pids hierarchy, "" if none */
-	char pod_mem[4096];
 	int n_v1;            /* every v1 hierarchy the sandbox container is in under its pod */
 	struct bk_pod_v1 v1[BK_POD_V1_MAX];
 	uid_t uid;           /* the sandbox user */

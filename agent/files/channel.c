@@ -127,10 +127,14 @@ static void sweep_stale(const struct bk_agent *a, const struct bk_pod *pod)
 			break;
 		bk_exec_cg_init(cg);
 		snprintf(cg->v2, sizeof(cg->v2), "%s/%s", dir, de->d_name);
-		if (m->pids[0] && pod->pod_pids[0])
-			snprintf(cg->pids, sizeof(cg->pids), "%s%s/%s", m->pids, pod->pod_pids, de->d_name);
-		if (m->memory[0] && pod->pod_mem[0])
-			snprintf(cg->memory, sizeof(cg->memory), "%s%s/%s", m->memory, pod->pod_mem, de->d_name);
+		for (int i = 0; i < pod->n_v1 && cg->n_v1 < BK_CG_V1_MAX; i++) {
+			int h = bk_cg_v1_find(m, pod->v1[i].ctrls);
+			if (h < 0)
+				continue;
+			struct bk_exec_cg_v1 *v = &cg->v1[cg->n_v1++];
+			snprintf(v->ctrls, sizeof(v->ctrls), "%s", pod->v1[i].ctrls);
+			snprintf(v->path, sizeof(v->path), "%s%s/%s", m->v1[h].mount, pod->v1[i].pod, de->d_name);
+		}
 		log_info("file_cgroup_swept", LS("cgroup", cg->v2));
 		helper_cgroup_end(cg);
 	}

@@ -264,10 +264,9 @@ int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, cons
 int bk_exec_cg_v1_fds(const struct bk_exec_cg *cg, int *fds, int max)
 {
 	int n = 0;
-	if (cg->pids_procs_fd >= 0 && n < max)
-		fds[n++] = cg->pids_procs_fd;
-	if (cg->mem_procs_fd >= 0 && n < max)
-		fds[n++] = cg->mem_procs_fd;
+	for (int i = 0; i < cg->n_v1 && n < max; i++)
+		if (cg->v1[i].procs_fd >= 0)
+			fds[n++] = cg->v1[i].procs_fd;
 	return n;
 }
 
@@ -377,9 +376,11 @@ static int rmdir_retry(const char *d)
 void bk_exec_cg_setup_done(struct bk_exec_cg *cg)
 {
 	closep(&cg->v2_fd);
-	closep(&cg->pids_procs_fd);
-	closep(&cg->mem_procs_fd);
-	cg->v2_fd = cg->pids_procs_fd = cg->mem_procs_fd = -1;
+	cg->v2_fd = -1;
+	for (int i = 0; i < cg->n_v1; i++) {
+		closep(&cg->v1[i].procs_fd);
+		cg->v1[i].procs_fd = -1;
+	}
 }
 
 int bk_exec_cg_destroy(struct bk_exec_cg *cg)
