@@ -35,3 +35,6 @@
 #ifndef __NR_open_tree_attr
 #define __NR_open_tree_attr 467 /* 6.15: open_tree with mount attributes (the mount API) */
 #endif
+#ifndef MQUEUE_MAGIC
+#define MQUEUE_MAGIC 0x19800202 /* ipc/mqueue.c: not in the uapi headers */
+#endif

@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <openssl/evp.h>
 #include <poll.h>
 #include <signal.h>
@@ -551,8 +552,14 @@ int bk_files_wipe(struct bk_agent *a, const struct bk_pod *pod, uint64_t *remove
 		*removed = res.removed;
 		*kept = res.kept;
 		if (res.nunavailable > 0) {
-			snprintf(err, errlen, "some session roots could not be opened for the wipe");
+			size_t o = (size_t)snprintf(err, errlen, "not wiped:");
+			for (size_t i = 0; i < res.nunavailable && o < errlen; i++)
+				o += (size_t)snprintf(err + o, errlen - o, "%s %s", i ? ";" : "", res.unavailable[i]);
 			r = -ENOENT;
+		} else if (res.kept > 0) {
+			snprintf(err, errlen, "%" PRIu64 " entries of the previous session were kept (the sandbox user cannot remove them)",
+				 res.kept);
+			r = -ENOTEMPTY;
 		}
 	}
 	bk_file_result_free(&res);

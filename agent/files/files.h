@@ -218,10 +218,14 @@ int bk_files_run(struct bk_agent *a, const struct bk_pod *pod, const struct bk_f
 void bk_files_audit(const struct bk_pod *pod, enum bk_file_op op, const struct bk_vpath *vp, int status,
 		    uint64_t t0);
 
-/* Remove the contents of /workspace, /tmp and /mnt/user-data/outputs in the
- * pod's sandbox container (never following a link, never crossing a mount).
- * Entries the sandbox user cannot remove are counted in *kept. Returns 0,
- * or -errno with a sentence in err when the wipe could not run. */
+/* Remove what the previous session could have left in the pod's sandbox
+ * container (wipe.c: the session roots /workspace, /tmp,
+ * /mnt/user-data/outputs and /dev/shm, the sandbox user's files on every
+ * other writable mount, the container's SysV IPC objects and POSIX message
+ * queues), never following a link, never crossing a mount. Entries that
+ * cannot be removed are counted in *kept. Returns 0 only when nothing was
+ * kept; else -errno with a sentence in err (what was kept or could not be
+ * reached). */
 int bk_files_wipe(struct bk_agent *a, const struct bk_pod *pod, uint64_t *removed, uint64_t *kept, char *err,
 		  size_t errlen);
 

@@ -32,6 +32,11 @@ int bkf_open_root(enum bk_vroot r, int flags)
 			RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }
 
+int bkf_open_mount_root(const char *path, int flags)
+{
+	return openat2_(AT_FDCWD, path, flags | O_NOFOLLOW, 0, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+}
+
 /* rel below rootfd; whatever symlinks say, resolution stays in the root. */
 int bkf_in_root(int rootfd, const char *rel, int flags, mode_t mode)
 {

@@ -95,6 +95,8 @@ static _Noreturn void helper_main(const struct freq *q, int chan, int pidfd, int
 	/* nothing of the agent's (sockets, BPF objects, other helpers' pipes,
 	 * the cgroup descriptors) stays in this process */
 	close_all_but(chan, pidfd);
+	if (q->rq.op == BK_FILE_WIPE)
+		bkf_wipe_prepare(pidfd);
 	if (setns(pidfd, CLONE_NEWNS) < 0)
 		bkf_fail(&h, 503, "isolation_failed", "cannot enter the sandbox container's mount namespace: %s",
 			 strerror(errno));

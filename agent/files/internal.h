@@ -49,8 +49,7 @@ extern const char bkf_helper_argv0[];
 #define GREP_TEXT_MAX 1000
 #define GREP_BYTES_MAX (256u << 20)
 #define PRESENT_BYTES_MAX (256u << 20)
-#define WIPE_ROOTS_N 3                   /* /workspace, /tmp, /mnt/user-data/outputs */
-#define WIPE_DEPTH_MAX 256
+#define WIPE_UNAVAILABLE_MAX 64         /* what the wipe could not reach, named in its error */
 #define WIPE_OPS_MAX 2000000
 #define SYMLINK_HOPS_MAX 16
 
@@ -138,6 +137,10 @@ void bkf_op_glob(struct hctx *h, struct bk_file_result *r);
 void bkf_op_grep(struct hctx *h, struct bk_file_result *r);
 void bkf_op_present(struct hctx *h, struct bk_file_result *r);
 void bkf_op_wipe(struct hctx *h, struct bk_file_result *r);
+/* The wipe's privileged part, before the helper enters the container's
+ * mount namespace and drops privileges: read the container's writable
+ * mounts, empty its IPC namespace (which the helper stays in). */
+void bkf_wipe_prepare(int pidfd);
 
 /* ---- walk.c: bounded walks ----------------------------------------------------------- */
 
@@ -152,6 +155,8 @@ void bkf_grep_walk(struct hctx *h, const regex_t *re, int fd, bool is_dir, struc
 
 /* The root directory itself: no symlink anywhere on its path. */
 int bkf_open_root(enum bk_vroot r, int flags);
+/* A mount point by its absolute path: no symlink anywhere on it. */
+int bkf_open_mount_root(const char *path, int flags);
 /* rel below rootfd; whatever symlinks say, resolution stays in the root. */
 int bkf_in_root(int rootfd, const char *rel, int flags, mode_t mode);
 /* One name in a directory, which must not be a symlink nor a mount. */

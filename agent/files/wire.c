@@ -544,7 +544,7 @@ static int apply_entry(struct bk_file_result *r, enum bk_file_op op, struct rbuf
 		return 0;
 	}
 	default: /* ENT_UNAVAILABLE */
-		if ((e = grow((void **)&r->unavailable, r->nunavailable, WIPE_ROOTS_N, sizeof(*r->unavailable))) < 0)
+		if ((e = grow((void **)&r->unavailable, r->nunavailable, WIPE_UNAVAILABLE_MAX, sizeof(*r->unavailable))) < 0)
 			return e;
 		if (!(r->unavailable[r->nunavailable] = take(rb, bytes)))
 			return rb->bad ? -EPROTO : -ENOMEM;

@@ -6,6 +6,7 @@
 #include "agent/isolate/privs.h"
 #include "agent/isolate/seccomp.h"
 #include "agent/isolate/step.h"
+#include "agent/parse/mounts.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/missing.h"
@@ -20,6 +21,8 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,6 +40,19 @@ struct child_msg {
 	char ifaces[BK_MAX_IFACES][IFNAMSIZ];
 };
 
+/* The container's masks of its /proc (the runtime's OCI maskedPaths and
+ * readonlyPaths), read from its mount table before the clone: the exec's
+ * own /proc gets them again. */
+#define PROC_MASKS_MAX 64
+struct proc_mask {
+	char path[128];
+	bool masked; /* another filesystem over it: /dev/null or an empty tmpfs; else read-only */
+};
+struct proc_masks {
+	int n;
+	struct proc_mask m[PROC_MASKS_MAX];
+};
+
 struct child_args {
 	int info_fd, out_fd, err_fd, devnull;
 	int pidfd;                /* sandbox container init */
@@ -47,6 +63,7 @@ struct child_args {
 	int netns_fd;
 	int landlock_fd;
 	const struct bk_seccomp *seccomp; /* NULL: the layer is off (testing) */
+	const struct proc_masks *masks;
 	int cap_last;
 	const char *fault;        /* testing.fault: child_steps[] says where it acts */
 	uid_t uid;
@@ -152,6 +169,11 @@ static int enter_container(struct child_args *a)
 {
 	if (setns(a->pidfd, CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP) < 0)
 		return failed(a, "cannot enter the sandbox container's namespaces", errno);
+	/* an IPC namespace of the exec's own: its SysV objects and POSIX
+	 * message queues die with it, none is left for a later exec or a
+	 * later session, and it sees none of the container's */
+	if (unshare(CLONE_NEWIPC) < 0)
+		return failed(a, "cannot create the exec's IPC namespace", errno);
 	return 0;
 }
 
@@ -169,17 +191,62 @@ static int enter_pidns(struct child_args *a)
 	return 0;
 }
 
+/* The container's masks on the exec's /proc, as the runtime applied them
+ * to the container's: a masked file gets /dev/null (the container's, which
+ * must be the null device), a masked directory an empty read-only tmpfs, a
+ * read-only path a read-only bind of itself. A path the kernel does not
+ * have is skipped, as the runtime does. */
+static int apply_proc_masks(struct child_args *a)
+{
+	bool null_ok = false;
+	for (int i = 0; i < a->masks->n; i++) {
+		const struct proc_mask *m = &a->masks->m[i];
+		struct stat st;
+		if (lstat(m->path, &st) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return failed(a, "cannot stat a masked path of the exec's /proc", errno);
+		}
+		const unsigned long lock = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+		if (m->masked && S_ISDIR(st.st_mode)) {
+			if (mount("tmpfs", m->path, "tmpfs", MS_RDONLY | lock, "size=0,mode=0555") < 0)
+				return failed(a, "cannot mask a directory of the exec's /proc", errno);
+		} else if (m->masked) {
+			struct stat nst;
+			if (!null_ok && (stat("/dev/null", &nst) < 0 || !S_ISCHR(nst.st_mode) ||
+					 nst.st_rdev != makedev(1, 3)))
+				return failed(a, "the container's /dev/null is not the null device", EPERM);
+			null_ok = true;
+			if (mount("/dev/null", m->path, NULL, MS_BIND, NULL) < 0)
+				return failed(a, "cannot mask a file of the exec's /proc", errno);
+		} else if (mount(m->path, m->path, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+			   mount(NULL, m->path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | lock, NULL) < 0) {
+			return failed(a, "cannot make a path of the exec's /proc read-only", errno);
+		}
+	}
+	return 0;
+}
+
 /* Its own /proc: the container's shows every exec of the pod, all running
  * as the same user, so one exec could read another's /proc/PID/environ
  * (secret_env) or memory. A private mount namespace (a copy of the
  * container's: /workspace is still shared) with a proc of the exec's own
- * pid namespace shows only its own processes. */
+ * pid namespace shows only its own processes, with the container's masks
+ * (apply_proc_masks). A message queue filesystem at /dev/mqueue is the
+ * container's IPC namespace's: the exec gets one of its own there. */
 static int own_proc(struct child_args *a)
 {
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		return failed(a, "cannot create the exec's mount namespace", errno);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return failed(a, "cannot mount the exec's /proc", errno);
+	int r = apply_proc_masks(a);
+	if (r < 0)
+		return r;
+	struct statfs sf;
+	if (statfs("/dev/mqueue", &sf) == 0 && (unsigned long)sf.f_type == MQUEUE_MAGIC &&
+	    mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return failed(a, "cannot mount the exec's /dev/mqueue", errno);
 	return 0;
 }
 
@@ -369,6 +436,51 @@ static int wait_report(struct exec_ctx *x, int info_fd)
 	return 0;
 }
 
+/* The masks under the container's /proc, from its init's mount table: a
+ * mount of another filesystem there masks the path, a read-only proc
+ * mount makes it read-only. Fails closed: the exec does not run without
+ * them. */
+static int read_proc_masks(const struct bk_pod *pod, struct proc_masks *pm, struct bk_error *err)
+{
+	char path[64], *text = NULL;
+	size_t len = 0;
+	pm->n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pod->sandbox.init_pid);
+	int r = read_file_at(AT_FDCWD, path, 1u << 20, &text, &len);
+	/* the pidfd pins the process: alive now, the table was its own */
+	if (r == 0 && syscall(SYS_pidfd_send_signal, pod->sandbox_pidfd, 0, NULL, 0) < 0)
+		r = -errno;
+	if (r < 0) {
+		free(text);
+		return bk_fail(err, r, "container", "cannot read the sandbox container's mount table (its /proc masks): %s",
+			       strerror(-r));
+	}
+	struct bk_mount_line *m = malloc(sizeof(*m));
+	if (!m) {
+		free(text);
+		return bk_fail(err, -ENOMEM, "container", "no memory for the container's /proc masks");
+	}
+	size_t pos = 0;
+	int k;
+	r = 0;
+	while ((k = bk_mountinfo_next(text, &pos, m)) != 0) {
+		if (k < 0 || !startswith(m->point, "/proc/"))
+			continue;
+		bool proc = streq(m->fstype, "proc");
+		if (proc && !m->ro)
+			continue;
+		if (pm->n == PROC_MASKS_MAX || strlen(m->point) >= sizeof(pm->m[0].path)) {
+			r = bk_fail(err, -E2BIG, "container", "the container's /proc has more masks than an exec can take");
+			break;
+		}
+		snprintf(pm->m[pm->n].path, sizeof(pm->m[0].path), "%s", m->point);
+		pm->m[pm->n++].masked = !proc;
+	}
+	free(m);
+	free(text);
+	return r;
+}
+
 int bk_step_spawn(struct exec_ctx *x)
 {
 	struct bk_engine *e = x->e;
@@ -378,11 +490,17 @@ int bk_step_spawn(struct exec_ctx *x)
 	    pipe_pair(&info_rd, &info_wr) < 0)
 		return bk_fail(&x->err, -errno, "exec", "cannot create pipes: %s", strerror(errno));
 	char *argv[] = { "sh", "-c", (char *)req->command, NULL };
+	_cleanup_free_ struct proc_masks *masks = malloc(sizeof(*masks));
+	if (!masks)
+		return bk_fail(&x->err, -ENOMEM, "container", "no memory for the container's /proc masks");
+	int mr = read_proc_masks(x->pod, masks, &x->err);
+	if (mr < 0)
+		return mr;
 	struct child_args ca = {
 		.info_fd = info_wr, .out_fd = out_wr, .err_fd = err_wr, .devnull = e->devnull,
 		.pidfd = x->pod->sandbox_pidfd, .n_v1 = x->cg.n_v1,
 		.fresh_netns = x->fresh_netns, .netns_fd = x->netns_fd, .landlock_fd = x->landlock_fd,
-		.seccomp = x->cfg->layer_seccomp ? &e->seccomp : NULL,
+		.seccomp = x->cfg->layer_seccomp ? &e->seccomp : NULL, .masks = masks,
 		.cap_last = e->cap_last, .fault = x->cfg->fault[0] ? x->cfg->fault : NULL,
 		.uid = x->pod->uid, .gid = x->pod->gid, .cwd = req->cwd ? req->cwd : "/workspace",
 		.argv = argv, .envp = req->env,

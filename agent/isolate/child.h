@@ -6,9 +6,12 @@
  *   cgroup     join the v1 pids/memory cgroups (hybrid hosts)
  *   netns      enter the fresh namespace (which must hold nothing but lo)
  *              or the pod's
- *   container  enter the sandbox container (mnt, uts, ipc, cgroup); a pid
- *              namespace of its own below the container's (a monitor stays
- *              as the command's parent), with its own /proc; stdio, rlimits
+ *   container  enter the sandbox container (mnt, uts, ipc, cgroup), then an
+ *              IPC namespace of its own; a pid namespace of its own below
+ *              the container's (a monitor stays as the command's parent),
+ *              with its own /proc carrying the container's OCI masks (read
+ *              by the agent from the container's mount table before the
+ *              clone); stdio, rlimits
  *   container  the one privilege drop (privs.h)
  *   landlock   the execute allowlist (landlock.h)
  *   container  the working directory, no inherited descriptors

@@ -19,8 +19,9 @@
  *
  * and the exec child (child.c) takes its own steps, each reported back
  * with its layer when it fails: v1 cgroups (cgroup), enter the netns
- * (netns), enter the sandbox container's mnt/uts/ipc/cgroup namespaces, a
- * nested pid namespace and its own /proc, stdio and rlimits (container),
+ * (netns), enter the sandbox container's mnt/uts/ipc/cgroup namespaces, an
+ * IPC namespace of its own, a nested pid namespace and its own /proc with
+ * the container's masks, stdio and rlimits (container),
  * the one privilege drop bk_privs_drop (container), Landlock
  * (landlock), the seccomp filter and its read-back (seccomp, seccomp.h),
  * then execve /bin/sh -c COMMAND (exec). The agent then

@@ -20,5 +20,7 @@
  *   session_record.c  session records: struct bk_session_record <-> its
  *               JSON text, and the validators /configure shares with it
  *   target.c    "addr:port" probe targets (verify, the self-test)
+ *   mounts.c    lines of /proc/PID/mountinfo (the wipe's roots, the
+ *               masks of an exec's /proc)
  */
 #pragma once

@@ -16,7 +16,9 @@
  * One session per pod, keyed by the pod UID the kernel-derived identity
  * gave (never by anything in a request). /configure starts a new one: every
  * exec cgroup of the pod is killed (cgroup.kill), the session data
- * (/workspace, /tmp, /mnt/user-data/outputs contents) is wiped, and the new
+ * (files/wipe.c: the session roots, /dev/shm, the user's files on other
+ * writable mounts, the container's IPC objects) is wiped — anything kept
+ * fails the reset and nothing is recorded — and the new
  * session's allowed_commands are recorded, in agent memory and in
  * <state_dir>/sessions/<pod_uid>.json so they survive an agent restart.
  * A session_id in /tool-call is ignored: the pod's current session is the
@@ -45,7 +47,7 @@ struct bk_configure_result {
 	struct bk_error err;   /* err.msg: the sentence, when error != BK_CONFIGURE_OK */
 	uint64_t generation;   /* the new session's (1 for a pod's first) */
 	int killed_execs;      /* exec cgroups of the previous session killed */
-	uint64_t removed, kept; /* wiped entries; entries the sandbox user could not remove */
+	uint64_t removed, kept; /* wiped entries; entries kept (0 on success) */
 };
 
 /* Start a new session for the pod: kill every exec of the previous one,

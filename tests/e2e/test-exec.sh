@@ -116,6 +116,41 @@ check "the shim's files are not visible" sh -c "! grep -q 'boxkite-shim\|tls.key
 check "the token appears nowhere in the exec's view" sh -c "! grep -q '$TOKEN' $T/last.json"
 check "no shim environment visible" sh -c "! grep -q SIDECAR_ $T/last.json"
 
+# --- the exec's own /proc keeps the container's OCI masks --------------------------------------
+# For every path of the runtime's maskedPaths/readonlyPaths: masked (another
+# filesystem over it), read-only, how many bytes a read gives. The exec
+# must show what the runtime's own `runc exec` shows.
+PROCPROBE='import os
+proc = os.stat("/proc").st_dev
+for p in ["/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+          "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/asound", "/proc/bus",
+          "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]:
+    if not os.path.lexists(p):
+        print(p, "absent"); continue
+    masked = "masked" if os.stat(p).st_dev != proc else "proc"
+    ro = "ro" if os.statvfs(p).f_flag & os.ST_RDONLY else "rw"
+    n = "-"
+    if not os.path.isdir(p):
+        try:
+            with open(p, "rb") as f: n = str(len(f.read(64)))
+        except OSError as e: n = "E" + str(e.errno)
+    print(p, masked, ro, n)'
+runc --root /run/runc exec --user 1000:1000 "$(sb ex1 sandbox_container_id)" python3 -c "$PROCPROBE" > "$T/masks-runc.txt" 2>&1
+bk_exec ex1 -- python3 -c "$PROCPROBE"; j .stdout > "$T/masks-exec.txt"
+check "runc exec shows the masks (the reference: /proc/timer_list masked, /proc/sys ro)" \
+	sh -c "grep -qx '/proc/timer_list masked rw 0' $T/masks-runc.txt && grep -qx '/proc/sys proc ro -' $T/masks-runc.txt"
+check "/proc/timer_list masked in the exec (reads empty)" grep -qx '/proc/timer_list masked rw 0' "$T/masks-exec.txt"
+check "/proc/keys masked in the exec (reads empty)" grep -qx '/proc/keys masked rw 0' "$T/masks-exec.txt"
+check "/proc/acpi masked in the exec (an empty read-only tmpfs)" grep -qx '/proc/acpi masked ro -' "$T/masks-exec.txt"
+check "/proc/sys read-only in the exec" grep -qx '/proc/sys proc ro -' "$T/masks-exec.txt"
+for p in /proc/kcore /proc/sysrq-trigger; do
+	if grep -qx "$p absent" "$T/masks-runc.txt"; then skip "$p: this kernel has none"
+	elif [ $p = /proc/kcore ]; then check "$p masked in the exec (reads empty)" grep -qx "$p masked rw 0" "$T/masks-exec.txt"
+	else check "$p read-only in the exec" grep -q "^$p proc ro " "$T/masks-exec.txt"; fi
+done
+check "the exec's /proc masks are the runtime's$(diff "$T/masks-runc.txt" "$T/masks-exec.txt" | grep '^[<>]' | tr '\n' ' ' | sed 's/^./: &/')" \
+	cmp -s "$T/masks-runc.txt" "$T/masks-exec.txt"
+
 bk_exec ex1 -- sh -c 'echo persisted > /workspace/keep.txt'
 bk_exec ex1 -- sh -c 'cat /workspace/keep.txt; stat -c %u /workspace/keep.txt'
 check "workspace files persist across execs, owned by the sandbox user" test "$(j .stdout | tr '\n' ' ')" = "persisted 1000 "

@@ -343,6 +343,24 @@ x 'rm -f /workspace/fill*' >/dev/null
 # --- /configure: kill the previous session, wipe its data --------------------------------------------
 x 'echo old > /workspace/old-session.txt; echo old > /tmp/old-tmp.txt; echo old > /mnt/user-data/outputs/old-out.txt;
    mkdir -p /workspace/locked/inner && echo x > /workspace/locked/inner/f && chmod 000 /workspace/locked/inner /workspace/locked' >/dev/null
+# what else a session can leave: /dev/shm, a SysV shm segment, a POSIX
+# message queue, files 300 (in /workspace) and 3000 (in /tmp) directories
+# deep; each exec below ends before /configure
+x 'echo alice > /dev/shm/alice-shm.txt' >/dev/null
+x 'ipcmk -M 4096' >/dev/null
+check "a SysV shm segment of the old session exists (seen by its exec)" \
+	test "$(x 'ipcmk -M 4096 >/dev/null; tail -n +2 /proc/sysvipc/shm | wc -l')" -ge 1
+# one line: a session's allowlist refuses newlines in a command
+MQ='import ctypes, os, sys; rt = ctypes.CDLL("librt.so.1", use_errno=True); rt.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]; q = rt.mq_open(b"/bk-alice", os.O_RDWR | (os.O_CREAT if sys.argv[1] == "make" else 0), 0o600, None); print("present" if q >= 0 else "absent:" + os.strerror(ctypes.get_errno()))'
+check "a POSIX mqueue of the old session exists (seen by its exec)" \
+	test "$(x "python3 -c '$MQ' make; python3 -c '$MQ' look")" = "$(printf 'present\npresent')"
+x 'python3 -c '"'"'import os
+for root, n in (("/workspace", 300), ("/tmp", 3000)):
+    os.chdir(root)
+    for i in range(n):
+        os.mkdir("d"); os.chdir("d")
+    open("deep.txt", "w").write("alice")'"'" >/dev/null
+check "the deep files exist" test "$(x 'ls /workspace/d/d/d/d >/dev/null && find /workspace /tmp -name deep.txt | wc -l')" = 2
 SB=fs2 x 'echo keep > /workspace/fs2-keep.txt' >/dev/null
 ctl exec fs1 --json --timeout 300 -- sleep 300.4242 > "$T/sleeper.json" &
 SLEEPER=$!
@@ -353,6 +371,7 @@ check "a sleep 300 of the old session runs" sh -c "pgrep -f 'sleep 300[.]4242' >
 req configure '{"session_id":"sess-A","allowed_commands":["ls","python3","wc","stat","sort"]}'
 check "configure: 200 configured" test "$(st) $(b .status) $(b .session_id)" = "200 configured sess-A"
 check "configure: prefetched_files is []" test "$(b '.prefetched_files | length')" = 0
+check "configure: nothing kept" test "$(b .wiped.kept)" = 0
 check "configure killed one exec" test "$(b .killed_execs)" = 1
 check "the old session's sleep is gone" sh -c "! pgrep -f 'sleep 300[.]4242' >/dev/null"
 rc=0; timeout 10 tail --pid=$SLEEPER -f /dev/null || rc=$?
@@ -363,6 +382,10 @@ left=$(xr 'ls -A /workspace' | tr '\n' ' ')
 check "/workspace wiped (also directories made unreadable)${left:+; left: $left}" test -z "$left"
 check "/tmp wiped" test "$(xr 'ls -A /tmp | wc -l')" = 0
 check "outputs wiped" test "$(xr 'ls -A /mnt/user-data/outputs | wc -l')" = 0
+check "/dev/shm wiped" test "$(xr 'ls -A /dev/shm | wc -l')" = 0
+check "no SysV shm segment of the old session" \
+	test "$(xr "python3 -c 'print(len(open(\"/proc/sysvipc/shm\").read().splitlines()) - 1)'")" = 0
+check "no POSIX mqueue of the old session" test "$(xr "python3 -c '$MQ' look")" = "absent:No such file or directory"
 check "the wipe left the roots in place" test "$(xr 'stat -c %F /workspace /tmp /mnt/user-data/outputs | sort -u')" = directory
 check "the session is persisted in the state dir" \
 	test "$(jq -c '[.session_id, .allowed_commands]' "$T/state/sessions/$(sb fs1 pod_uid).json")" = '["sess-A",["ls","python3","wc","stat","sort"]]'
@@ -380,6 +403,18 @@ req configure '{"allowed_commands":["ls"]}'
 check "configure without session_id: 400" test "$(st)" = 400
 shim configure '{"session_id":"sess-B"}'
 check "configure through the shim identity" test "$(st) $(b .session_id)" = "200 sess-B"
+
+# anything the wipe cannot remove fails the reset: a directory of root's
+# (made from the host) holding a file the sandbox user cannot unlink
+mkdir -p "/proc/$SANDBOX_PID/root/workspace/roots/inner" && echo r > "/proc/$SANDBOX_PID/root/workspace/roots/inner/f"
+req configure '{"session_id":"sess-C"}'
+check "configure with something kept: 503 session_reset_failed" test "$(st) $(b .code)" = "503 session_reset_failed"
+check "the error names what was kept" grep -q 'kept' <<< "$(b .detail)"
+check "the failed reset did not record the new session" \
+	test "$(jq -r .session_id "$T/state/sessions/$(sb fs1 pod_uid).json")" = sess-B
+rm -rf "/proc/$SANDBOX_PID/root/workspace/roots"
+req configure '{"session_id":"sess-B"}'
+check "configure once the host removed it: 200" test "$(st) $(b .wiped.kept)" = "200 0"
 
 # --- tool_call: the session_id in the request has no effect ------------------------------------------
 req tool_call '{"tool_name":"file_create","arguments":{"path":"tc.txt","content":"tool\n"}}'
