@@ -27,6 +27,11 @@
 #include <sys/wait.h>
 #include <time.h>
 
+/* The agent's word to the monitor that it has read the command's
+ * /proc/<pid>/status; the monitor's wait for it after the command ended. */
+#define BK_READ_SIGNAL SIGUSR1
+#define BK_READ_WAIT_S 10
+
 /* The child's report on the info pipe. */
 struct child_msg {
 	int kind; /* 1 ready, 2 error */
@@ -34,8 +39,8 @@ struct child_msg {
 	char layer[24];
 	char msg[200];
 	uint64_t netns_ino;
-	int seccomp_mode, seccomp_filters; /* read back from /proc/self/status */
-	uint32_t seccomp_ns[2];            /* the layer's steps: install, read-back */
+	int seccomp_mode;                  /* PR_GET_SECCOMP after the install */
+	uint32_t seccomp_ns[2];            /* the layer's steps: install, check */
 	int n_if;
 	char ifaces[BK_MAX_IFACES][IFNAMSIZ];
 };
@@ -104,7 +109,11 @@ static int write0(int fd)
 }
 
 /* The monitor: parent of the command, unprivileged, holds no descriptor,
- * exits with the command's status. */
+ * exits with the command's status. It reaps the command only once the
+ * agent has read the command's /proc/<pid>/status for the receipt and said
+ * so (BK_READ_SIGNAL, blocked here since before the command was made; at
+ * most BK_READ_WAIT_S after the command ended): until then the pid is the
+ * command, alive or a zombie, so the agent's read cannot miss it. */
 static _Noreturn void monitor(const struct child_args *a, pid_t cmd)
 {
 	syscall(SYS_close_range, 0, ~0U, 0);
@@ -112,6 +121,16 @@ static _Noreturn void monitor(const struct child_args *a, pid_t cmd)
 		kill(cmd, SIGKILL);
 		_exit(127);
 	}
+	siginfo_t si;
+	while (waitid(P_PID, (id_t)cmd, &si, WEXITED | WNOWAIT) < 0)
+		if (errno != EINTR)
+			_exit(127);
+	sigset_t read_done;
+	sigemptyset(&read_done);
+	sigaddset(&read_done, BK_READ_SIGNAL);
+	struct timespec wait = { BK_READ_WAIT_S, 0 };
+	while (sigtimedwait(&read_done, NULL, &wait) < 0 && errno == EINTR)
+		;
 	int st;
 	while (waitpid(cmd, &st, 0) < 0)
 		if (errno != EINTR)
@@ -183,11 +202,22 @@ static int enter_container(struct child_args *a)
  * stays as its parent (the monitor) and reports its exit. */
 static int enter_pidns(struct child_args *a)
 {
+	sigset_t read_done;
+	sigemptyset(&read_done);
+	sigaddset(&read_done, BK_READ_SIGNAL);
+	sigprocmask(SIG_BLOCK, &read_done, NULL);
 	long cmd_pid = syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, NULL, NULL, 0);
 	if (cmd_pid < 0)
 		return failed(a, "cannot create the exec pid namespace", errno);
 	if (cmd_pid > 0)
 		monitor(a, (pid_t)cmd_pid);
+	/* the command: a fresh process's signal state, not the agent thread's
+	 * (which blocks SIGTERM/SIGINT for its signalfd and ignores SIGPIPE) */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigaction(SIGPIPE, &dfl, NULL);
 	return 0;
 }
 
@@ -310,16 +340,19 @@ static int apply_seccomp(struct child_args *a)
 	return 0;
 }
 
-/* The receipt, read back from the kernel (also with the layer off): the
- * filter must be in force. */
-static int seccomp_receipt(struct child_args *a)
+/* The kernel's word that the filter is in force (also with the layer
+ * off, for the report): the thread's seccomp mode. The receipt's
+ * Seccomp/Seccomp_filters are read by the agent from the command's own
+ * /proc/<pid>/status (seccomp_readback in exec.c's terms). */
+static int seccomp_check(struct child_args *a)
 {
 	uint64_t t0 = mono_ns();
-	int r = bk_seccomp_read_self(&a->ready.seccomp_mode, &a->ready.seccomp_filters);
+	int m = bk_seccomp_mode_self();
 	a->ready.seccomp_ns[1] = (uint32_t)(mono_ns() - t0);
-	if (r < 0)
-		return failed(a, "cannot read Seccomp from /proc/self/status", -r);
-	if (a->seccomp && (a->ready.seccomp_mode != SECCOMP_MODE_FILTER || a->ready.seccomp_filters < 1))
+	if (m < 0)
+		return failed(a, "cannot read the seccomp mode (PR_GET_SECCOMP)", -m);
+	a->ready.seccomp_mode = m;
+	if (a->seccomp && m != SECCOMP_MODE_FILTER)
 		return failed(a, "the seccomp filter is not in force after its install", EPERM);
 	return 0;
 }
@@ -353,7 +386,7 @@ static const struct child_step {
 	{ "container", .run = enter_cwd },
 	{ "seccomp",   .run = apply_seccomp,     .when = seccomp_on,
 	  .fault = { "seccomp", EPERM, "injected fault: seccomp filter refused" } },
-	{ "seccomp",   .run = seccomp_receipt },
+	{ "seccomp",   .run = seccomp_check },
 	{ "exec",      .run = exec_shell },
 };
 
@@ -393,8 +426,57 @@ static void spawned(struct exec_ctx *x)
 	}
 }
 
+/* The command's pid in the agent's pid namespace: the monitor's (pid's)
+ * only child. 0 or -errno. */
+static int command_pid(pid_t monitor, pid_t *cmd)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)monitor, (int)monitor);
+	_cleanup_free_ char *txt = NULL;
+	int r = read_file_at(AT_FDCWD, p, 256, &txt, NULL);
+	if (r < 0)
+		return r;
+	uint64_t v;
+	char *sp = strchr(txt, ' ');
+	if (sp)
+		*sp = '\0';
+	if (parse_u64(txt, &v) < 0 || v == 0 || v > INT32_MAX)
+		return -ESRCH;
+	*cmd = (pid_t)v;
+	return 0;
+}
+
+/* The receipt's seccomp fields, from the command's own /proc/<pid>/status
+ * after its execve (its monitor, pid, reaps it only after our word, so
+ * the pid is still the command, alive or a zombie): the filter must be in
+ * force there. Then the monitor is told. */
+static int seccomp_readback(struct exec_ctx *x, pid_t pid, int child_mode)
+{
+	uint64_t t0 = mono_ns();
+	int mode = -1, filters = -1;
+	pid_t cmd = 0;
+	int r = command_pid(pid, &cmd);
+	if (r == 0)
+		r = bk_seccomp_read_status(cmd, &mode, &filters);
+	syscall(SYS_pidfd_send_signal, x->pidfd, BK_READ_SIGNAL, NULL, 0);
+	x->res->t_us[BK_PH_SECCOMP_READ] = (uint32_t)((mono_ns() - t0 + 500) / 1000);
+	if (r < 0)
+		return bk_fail(&x->err, r, "seccomp", "cannot read Seccomp from /proc/%d/status of the command: %s",
+			       (int)cmd, strerror(-r));
+	/* testing.fault "seccomp_readback": the read shows no filter */
+	if (x->cfg->fault[0] && streq(x->cfg->fault, "seccomp_readback"))
+		filters = 0;
+	x->res->seccomp_mode = mode;
+	x->res->seccomp_filters = filters;
+	if (mode != child_mode || (x->cfg->layer_seccomp && (mode != SECCOMP_MODE_FILTER || filters < 1)))
+		return bk_fail(&x->err, -EPERM, "seccomp",
+			       "the seccomp filter is not in force in the command (Seccomp %d, Seccomp_filters %d)",
+			       mode, filters);
+	return 0;
+}
+
 /* The child's report: "ready" (then EOF at execve) or the failed step. */
-static int wait_report(struct exec_ctx *x, int info_fd)
+static int wait_report(struct exec_ctx *x, int info_fd, pid_t pid)
 {
 	struct child_msg m, last = { 0 };
 	for (;;) {
@@ -427,10 +509,16 @@ static int wait_report(struct exec_ctx *x, int info_fd)
 			       last.err ? ": " : "", last.err ? strerror(last.err) : "");
 	}
 	x->res->netns_inode = last.netns_ino;
-	x->res->seccomp_mode = last.seccomp_mode;
-	x->res->seccomp_filters = last.seccomp_filters;
-	x->res->t_us[BK_PH_SECCOMP] = (last.seccomp_ns[0] + 500) / 1000;
-	x->res->t_us[BK_PH_SECCOMP_READ] = (last.seccomp_ns[1] + 500) / 1000;
+	/* the layer in the child: install and check */
+	x->res->t_us[BK_PH_SECCOMP] = (last.seccomp_ns[0] + last.seccomp_ns[1] + 500) / 1000;
+	int r = seccomp_readback(x, pid, last.seccomp_mode);
+	if (r < 0) {
+		x->res->killed_after_start = true;
+		bk_exec_cg_kill(&x->cg, 2000);
+		siginfo_t si;
+		waitid(P_PIDFD, (id_t)x->pidfd, &si, WEXITED);
+		return r;
+	}
 	x->res->n_ifaces = last.n_if < BK_MAX_IFACES ? last.n_if : BK_MAX_IFACES;
 	memcpy(x->res->ifaces, last.ifaces, sizeof(x->res->ifaces));
 	return 0;
@@ -542,5 +630,5 @@ int bk_step_spawn(struct exec_ctx *x)
 	close(steal_fd(&info_wr));
 	close(steal_fd(&out_wr));
 	close(steal_fd(&err_wr));
-	return wait_report(x, info_rd);
+	return wait_report(x, info_rd, (pid_t)pid);
 }

@@ -15,8 +15,9 @@
  *   container  the one privilege drop (privs.h)
  *   landlock   the execute allowlist (landlock.h)
  *   container  the working directory, no inherited descriptors
- *   seccomp    the exec filter (seccomp.h), then Seccomp/Seccomp_filters
- *              read back from /proc/self/status for the receipt
+ *   seccomp    the exec filter (seccomp.h), then the mode checked with
+ *              PR_GET_SECCOMP (the agent reads the receipt's
+ *              Seccomp/Seccomp_filters from /proc/<pid>/status after execve)
  *   exec       execve("/bin/sh", "-c", COMMAND) with the clean environment
  *
  * It reports over a pipe: "ready" just before execve (the pipe then closes,

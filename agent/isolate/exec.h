@@ -146,11 +146,14 @@ struct bk_exec_result {
 	int n_denied;
 	uint64_t denied_total;
 	/* phase timings (µs): cgroup, bpf, spawn (until the child's setup
-	 * report), run, teardown; and, inside spawn, the seccomp layer's
-	 * steps, timed by the child: the install (BK_PH_SECCOMP) and the
-	 * read-back from /proc (BK_PH_SECCOMP_READ) */
+	 * report), run, teardown; and, inside spawn, the seccomp layer in the
+	 * child (install and PR_GET_SECCOMP check, BK_PH_SECCOMP) and the
+	 * agent's read of the command's /proc/<pid>/status for the receipt
+	 * (BK_PH_SECCOMP_READ) */
 	uint32_t t_us[7];
-	/* failure: layer != "" means the command did not run */
+	/* failure: layer != "" means the command did not run, or (a read-back
+	 * after its execve failed) was killed at once: killed_after_start */
+	bool killed_after_start;
 	char layer[24];
 	char error[512];
 };

@@ -10,6 +10,8 @@
 #include <linux/netlink.h>
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <stdio.h>
+#include <sys/prctl.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -254,11 +256,28 @@ static int field(const char *l, size_t n, const char *key)
 /* Line by line through a buffer of half a page (the file is ~1.5 KiB,
  * the two fields in its first half; each page of stack touched here is a
  * copy-on-write fault in a fresh child), stopping at the two fields. */
-int bk_seccomp_read_self(int *mode, int *filters)
+int bk_seccomp_mode_self(void)
 {
-	char buf[2048];
+	int m = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
+	return m < 0 ? -errno : m;
+}
+
+int bk_seccomp_read_status(pid_t pid, int *mode, int *filters)
+{
+	char buf[2048], path[32] = "/proc/self/status";
 	*mode = *filters = -1;
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (pid > 0) {
+		/* by hand: snprintf is not async-signal-safe */
+		char d[12];
+		int n = 0;
+		for (unsigned v = (unsigned)pid; v; v /= 10)
+			d[n++] = (char)('0' + v % 10);
+		char *p = path + 6; /* after "/proc/" */
+		while (n)
+			*p++ = d[--n];
+		memcpy(p, "/status", 8);
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	size_t have = 0;

@@ -36,6 +36,7 @@
 #include <linux/filter.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define BK_SECCOMP_MAX_INSNS 128
 
@@ -52,6 +53,10 @@ int bk_seccomp_build(struct bk_seccomp *f);
  * -errno. Async-signal-safe. */
 int bk_seccomp_install(const struct bk_seccomp *f);
 
-/* Seccomp and Seccomp_filters of /proc/self/status. 0 or -errno (-ENOENT:
- * the fields are missing). Async-signal-safe. */
-int bk_seccomp_read_self(int *mode, int *filters);
+/* The calling thread's seccomp mode as the kernel holds it
+ * (PR_GET_SECCOMP: 2 under a filter), or -errno. Async-signal-safe. */
+int bk_seccomp_mode_self(void);
+
+/* Seccomp and Seccomp_filters of /proc/<pid>/status (pid 0: self). 0 or
+ * -errno (-ENOENT: the fields are missing). Async-signal-safe. */
+int bk_seccomp_read_status(pid_t pid, int *mode, int *filters);

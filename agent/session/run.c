@@ -330,8 +330,9 @@ int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct b
 	if (r < 0) {
 		ref->code = "isolation_failed";
 		bk_fail(&ref->err, r, res->layer,
-			"isolation could not be established (layer %s): %s; the command did not run", res->layer,
-			res->error);
+			"isolation could not be established (layer %s): %s; %s", res->layer, res->error,
+			res->killed_after_start ? "the command was killed, its output discarded"
+						: "the command did not run");
 		bk_exec_result_free(res);
 		return -1;
 	}

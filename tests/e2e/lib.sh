@@ -169,3 +169,28 @@ fake_metadata() {
 	done
 	return 1
 }
+
+# bk_world SANDBOX TAG "LO4" "LO6" "ROUTES4" "ROUTES6": a test world (a
+# network namespace this test made) linked to the sandbox's pod netns by a
+# veth, 192.0.2.1 <-> 192.0.2.2 and 2001:db8:ffff::1 <-> ::2; the world
+# holds the LO4/LO6 addresses on its lo, the pod netns routes
+# ROUTES4/ROUTES6 through it, and world.py serves there (log
+# $T/world-TAG.log). Returns once world.py is ready.
+bk_world() {
+	local P W a b x
+	P=$(sb "$1" pod_netns); W=bk-t-w$2-$$; a=bkw$2a$$; b=bkw$2b$$
+	bk_netns_add "$W" || return 1
+	ip link add "$a" type veth peer name "$b" || return 1
+	ip link set "$a" netns "$W"; ip link set "$b" netns "$P"
+	ip -n "$W" addr add 192.0.2.1/24 dev "$a"; ip -n "$W" -6 addr add 2001:db8:ffff::1/64 dev "$a" nodad
+	ip -n "$W" link set "$a" up
+	for x in $3; do ip -n "$W" addr add "$x/32" dev lo || return 1; done
+	for x in $4; do ip -n "$W" -6 addr add "$x/128" dev lo nodad || return 1; done
+	ip -n "$P" addr add 192.0.2.2/24 dev "$b"; ip -n "$P" -6 addr add 2001:db8:ffff::2/64 dev "$b" nodad
+	ip -n "$P" link set "$b" up
+	for x in $5; do ip -n "$P" route add "$x" via 192.0.2.1 || return 1; done
+	for x in $6; do ip -n "$P" -6 route add "$x" via 2001:db8:ffff::1 || return 1; done
+	nsenter --net="/run/netns/$W" python3 "$(dirname "${BASH_SOURCE[0]}")/world.py" > "$T/world-$2.log" 2>&1 &
+	for _ in $(seq 1 50); do grep -q ready "$T/world-$2.log" && return 0; sleep 0.1; done
+	return 1
+}

@@ -30,23 +30,9 @@ MD6="64:ff9b:1::a9fe:a9fe 64:ff9b:1:a9fe:a9:fe00:: ::169.254.169.254 2002:a9fe:a
 PUB6="2002:cb00:710a::1 2001:0:cb00:710a::3400:8ef5"
 
 world_for() { # NAME IDX: link a world namespace to the sandbox's pod netns
-	local P W a b
-	P=$(sb "$1" pod_netns); W=bk-t-f$2-$$; a=bkf$2a$$; b=bkf$2b$$
-	bk_netns_add "$W"
-	ip link add "$a" type veth peer name "$b"
-	ip link set "$a" netns "$W"; ip link set "$b" netns "$P"
-	ip -n "$W" addr add 192.0.2.1/24 dev "$a"; ip -n "$W" -6 addr add 2001:db8:ffff::1/64 dev "$a" nodad
-	ip -n "$W" link set "$a" up
-	for x in 203.0.113.10 169.254.169.254 10.96.0.10; do ip -n "$W" addr add "$x/32" dev lo; done
-	for x in 2001:db8::10 2001:db8::53 $MD6 $PUB6; do ip -n "$W" -6 addr add "$x/128" dev lo nodad || return 1; done
-	ip -n "$P" addr add 192.0.2.2/24 dev "$b"; ip -n "$P" -6 addr add 2001:db8:ffff::2/64 dev "$b" nodad
-	ip -n "$P" link set "$b" up
-	for x in 203.0.113.0/24 169.254.169.254/32 10.96.0.0/12; do ip -n "$P" route add "$x" via 192.0.2.1; done
-	for x in 2001:db8::10/128 2001:db8::53/128 64:ff9b:1::/48 ::169.254.169.254/128 2002::/16 2001::/32; do
-		ip -n "$P" -6 route add "$x" via 2001:db8:ffff::1 || return 1; done
-	nsenter --net="/run/netns/$W" python3 "$HERE/world.py" > "$T/world-$2.log" 2>&1 &
-	for _ in $(seq 1 50); do grep -q ready "$T/world-$2.log" && return 0; sleep 0.1; done
-	return 1
+	bk_world "$1" "f$2" "203.0.113.10 169.254.169.254 10.96.0.10" "2001:db8::10 2001:db8::53 $MD6 $PUB6" \
+		"203.0.113.0/24 169.254.169.254/32 10.96.0.0/12" \
+		"2001:db8::10/128 2001:db8::53/128 64:ff9b:1::/48 ::169.254.169.254/128 2002::/16 2001::/32"
 }
 
 bk_start_agent "$CONFIG1" || { not_ok "agent starts"; exit 1; }

@@ -21,24 +21,11 @@ bk_start_agent "$CONFIG" || { not_ok "agent starts with profiles"; exit 1; }
 check "a deny override is logged at start" grep -q '"deny_override".*custom.*10.0.0.0/8' "$T/agent.log"
 
 world_for() { # NAME IDX: link a world namespace to the sandbox's pod netns
-	local P W a b
-	P=$(sb "$1" pod_netns); W=bk-t-w$2-$$; a=bkw$2a$$; b=bkw$2b$$
-	bk_netns_add "$W"
-	ip link add "$a" type veth peer name "$b"
-	ip link set "$a" netns "$W"; ip link set "$b" netns "$P"
-	ip -n "$W" addr add 192.0.2.1/24 dev "$a"; ip -n "$W" -6 addr add 2001:db8:ffff::1/64 dev "$a" nodad
-	ip -n "$W" link set "$a" up
-	for x in 203.0.113.10 203.0.113.53 169.254.169.254 10.96.0.1 10.96.0.10 10.244.1.5; do
-		ip -n "$W" addr add "$x/32" dev lo; done
-	for x in 2001:db8::10 fd00:ec2::254 64:ff9b::a9fe:a9fe; do ip -n "$W" -6 addr add "$x/128" dev lo nodad; done
-	ip -n "$P" addr add 192.0.2.2/24 dev "$b"; ip -n "$P" -6 addr add 2001:db8:ffff::2/64 dev "$b" nodad
-	ip -n "$P" link set "$b" up
-	for x in 203.0.113.0/24 169.254.169.254/32 10.96.0.0/12 10.244.0.0/16; do ip -n "$P" route add "$x" via 192.0.2.1; done
-	for x in 2001:db8::10/128 fd00:ec2::254/128 64:ff9b::/96; do ip -n "$P" -6 route add "$x" via 2001:db8:ffff::1; done
-	nsenter --net="/run/netns/$P" sysctl -qw net.ipv4.ping_group_range="0 2147483647"
-	nsenter --net="/run/netns/$W" python3 "$HERE/world.py" > "$T/world-$2.log" 2>&1 &
-	for _ in $(seq 1 50); do grep -q ready "$T/world-$2.log" && return 0; sleep 0.1; done
-	return 1
+	bk_world "$1" "e$2" "203.0.113.10 203.0.113.53 169.254.169.254 10.96.0.1 10.96.0.10 10.244.1.5" \
+		"2001:db8::10 fd00:ec2::254 64:ff9b::a9fe:a9fe" \
+		"203.0.113.0/24 169.254.169.254/32 10.96.0.0/12 10.244.0.0/16" \
+		"2001:db8::10/128 fd00:ec2::254/128 64:ff9b::/96" || return 1
+	nsenter --net="/run/netns/$(sb "$1" pod_netns)" sysctl -qw net.ipv4.ping_group_range="0 2147483647"
 }
 
 bk_sandbox_create eg-iso --policy isolated && world_for eg-iso 1 || { not_ok "isolated sandbox + world"; exit 1; }

@@ -115,6 +115,12 @@ check "clean environment (only PATH HOME LANG TERM, PWD by the shell)" \
 check "the shim's files are not visible" sh -c "! grep -q 'boxkite-shim\|tls.key' $T/last.json"
 check "the token appears nowhere in the exec's view" sh -c "! grep -q '$TOKEN' $T/last.json"
 check "no shim environment visible" sh -c "! grep -q SIDECAR_ $T/last.json"
+bk_exec ex1 -- sh -c 'grep -E "^Sig(Blk|Ign):" /proc/self/status'
+j .stdout > "$T/sig"
+# (the agent blocks SIGTERM/SIGINT for its signalfd and ignores SIGPIPE;
+# none of that may reach a command: `yes | head -1` must end by SIGPIPE)
+check "signals: nothing blocked, SIGPIPE not ignored ($(tr '\n\t' '  ' < "$T/sig"))" \
+	test "$(grep -c '^SigBlk:.0000000000000000' "$T/sig") $(( 0x$(awk '/^SigIgn/{print $2}' "$T/sig") & 0x1000 ))" = "1 0"
 
 # --- the exec's own /proc keeps the container's OCI masks --------------------------------------
 # For every path of the runtime's maskedPaths/readonlyPaths: masked (another
@@ -185,6 +191,15 @@ done
 bk_stop_agent; bk_start_agent
 bk_exec ex1 -- sh -c 'ls /workspace/ran-* 2>/dev/null | wc -l'
 check "no command ran under any injected fault" test "$(j .stdout)" = 0
+# after execve the agent reads the command's /proc/<pid>/status: a filter
+# missing there kills the command and refuses the exec (its output is not
+# returned)
+bk_stop_agent; bk_start_agent '{"testing":{"allow_unsafe":true,"fault":"seccomp_readback"}}'
+ctl exec ex1 --json -- sh -c 'echo out; sleep 5' > "$T/last.json"
+check "fault seccomp_readback: refused, names layer seccomp, no output returned ($(j .layer): $(j .detail))" \
+	test "$(j .code) $(j .layer) $(j '.stdout // "none"')" = "isolation_failed seccomp none"
+check "fault seccomp_readback: the command was killed (no process left)" test -z "$(exec_cgroups_left)"
+bk_stop_agent; bk_start_agent
 check "nothing left after the faults" test -z "$(exec_cgroups_left)"
 
 # --- the kernel in every receipt (issue 20) --------------------------------------------

@@ -21,22 +21,8 @@ STALE=$(cat "$HERE/stale.py")
 bk_start_agent || { not_ok "agent starts"; exit 1; }
 
 world_for() { # NAME IDX: a test world linked to the sandbox's pod netns
-	local P W a b
-	P=$(sb "$1" pod_netns); W=bk-t-sw$2-$$; a=bks$2a$$; b=bks$2b$$
-	bk_netns_add "$W"
-	ip link add "$a" type veth peer name "$b"
-	ip link set "$a" netns "$W"; ip link set "$b" netns "$P"
-	ip -n "$W" addr add 192.0.2.1/24 dev "$a"; ip -n "$W" -6 addr add 2001:db8:ffff::1/64 dev "$a" nodad
-	ip -n "$W" link set "$a" up
-	for x in 203.0.113.10 169.254.169.254 10.96.0.10; do ip -n "$W" addr add "$x/32" dev lo; done
-	ip -n "$W" -6 addr add 2001:db8::10/128 dev lo nodad
-	ip -n "$P" addr add 192.0.2.2/24 dev "$b"; ip -n "$P" -6 addr add 2001:db8:ffff::2/64 dev "$b" nodad
-	ip -n "$P" link set "$b" up
-	for x in 203.0.113.0/24 169.254.169.254/32 10.96.0.0/12; do ip -n "$P" route add "$x" via 192.0.2.1; done
-	ip -n "$P" -6 route add 2001:db8::10/128 via 2001:db8:ffff::1
-	nsenter --net="/run/netns/$W" python3 "$HERE/world.py" > "$T/world-$2.log" 2>&1 &
-	for _ in $(seq 1 50); do grep -q ready "$T/world-$2.log" && return 0; sleep 0.1; done
-	return 1
+	bk_world "$1" "s$2" "203.0.113.10 169.254.169.254 10.96.0.10" "2001:db8::10" \
+		"203.0.113.0/24 169.254.169.254/32 10.96.0.0/12" "2001:db8::10/128"
 }
 
 bk_sandbox_create st-inet --policy internet && world_for st-inet 1 || { not_ok "internet sandbox + world"; exit 1; }

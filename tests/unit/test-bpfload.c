@@ -185,6 +185,17 @@ static void test_helpers(void **state)
 			 libbpf_bpf_prog_type_str(t), bad);
 }
 
+/* Load s (then destroy it): 0, or the verifier's first error in line. */
+static int load_once(struct boxkite *s, char *line, size_t n)
+{
+	log_reset();
+	int r = boxkite__load(s);
+	boxkite__destroy(s);
+	if (r)
+		first_error(line, n);
+	return r;
+}
+
 static void test_load(void **state)
 {
 	const char *name = *state;
@@ -195,12 +206,8 @@ static void test_load(void **state)
 	struct bpf_program *p;
 	bpf_object__for_each_program(p, s->obj)
 		bpf_program__set_autoload(p, streq(bpf_program__name(p), name));
-	log_reset();
-	int r = boxkite__load(s);
-	boxkite__destroy(s);
-	if (r) {
-		char line[512];
-		first_error(line, sizeof(line));
+	char line[512];
+	if (load_once(s, line, sizeof(line))) {
 		print_message("%s: %s\n", name, line);
 		fail_msg("%s does not load: %s", name, line);
 	}
@@ -214,14 +221,9 @@ static void load_all(uint32_t task_info)
 	struct boxkite *s = boxkite__open();
 	assert_non_null(s);
 	s->rodata->bk_task_info = task_info;
-	log_reset();
-	int r = boxkite__load(s);
-	boxkite__destroy(s);
-	if (r) {
-		char line[512];
-		first_error(line, sizeof(line));
+	char line[512];
+	if (load_once(s, line, sizeof(line)))
 		fail_msg("the object does not load (bk_task_info=%u): %s", task_info, line);
-	}
 }
 
 static void test_load_all(void **state) { load_all(1); }

@@ -81,9 +81,10 @@ static void filtered_calls(void)
 	if (bk_seccomp_build(&f) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || bk_seccomp_install(&f) < 0)
 		_exit(100);
 	int mode = -1, filters = -1;
-	expect("read back /proc/self/status", bk_seccomp_read_self(&mode, &filters), 0);
-	if (mode != SECCOMP_MODE_FILTER || filters < 1) {
-		fprintf(stderr, "  read back: Seccomp %d, Seccomp_filters %d\n", mode, filters);
+	expect("read back /proc/self/status", bk_seccomp_read_status(0, &mode, &filters), 0);
+	int kmode = bk_seccomp_mode_self();
+	if (mode != SECCOMP_MODE_FILTER || filters < 1 || kmode != SECCOMP_MODE_FILTER) {
+		fprintf(stderr, "  read back: Seccomp %d, Seccomp_filters %d, PR_GET_SECCOMP %d\n", mode, filters, kmode);
 		bad++;
 	}
 	/* the families a command needs */
