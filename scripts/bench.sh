@@ -16,6 +16,7 @@ cleanup() {
 	rm -rf "$D"
 }
 trap cleanup EXIT
+[ -n "${BENCH_KEEP_LOG:-}" ] && trap 'cp "$D/agent.log" "$BENCH_KEEP_LOG"; cleanup' EXIT
 "$BK_BIN/boxkite-agent" --socket "$D/agent.sock" --admin-socket "$D/admin.sock" --state-dir "$D/state" --metrics 127.0.0.1:0 > "$D/agent.log" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 100); do [ -S "$D/admin.sock" ] && break; sleep 0.05; done

@@ -191,7 +191,24 @@ static int v1_create(const struct bk_cgroup_mounts *m, const struct bk_pod_v1 *p
 	}
 	const char *mount = m->v1[h].mount;
 	struct bk_exec_cg_v1 *v = &cg->v1[cg->n_v1];
-	int r = mk(mount, pv->pod, name, v->path, sizeof(v->path));
+	bool caps = (csv_has(pv->ctrls, "pids") && !m->v2_pids) || (csv_has(pv->ctrls, "memory") && !m->v2_memory);
+	int r;
+	if (!caps && pv->container[0]) {
+		int w = snprintf(v->path, sizeof(v->path), "%s%s", mount, pv->container);
+		if (w < 0 || (size_t)w >= sizeof(v->path)) {
+			v->path[0] = '\0';
+			return bk_fail(err, -ENAMETOOLONG, NULL, "the v1 %s cgroup path of the sandbox container is too long",
+				       pv->ctrls);
+		}
+		v->shared = true;
+		cg->n_v1++;
+		snprintf(v->ctrls, sizeof(v->ctrls), "%s", pv->ctrls);
+		snprintf(v->join_err, sizeof(v->join_err), "cannot join the sandbox container's v1 %s cgroup", pv->ctrls);
+		if ((r = v->procs_fd = open_procs(v->path)) < 0)
+			return bk_fail(err, r, NULL, "cannot open %s/cgroup.procs: %s", v->path, strerror(-r));
+		return 0;
+	}
+	r = mk(mount, pv->pod, name, v->path, sizeof(v->path));
 	if (r < 0) {
 		v->path[0] = '\0';
 		return bk_fail(err, r, NULL, "cannot create the v1 %s cgroup under %s%s: %s", pv->ctrls, mount,
@@ -327,7 +344,7 @@ static void kill_v1(const char *dir)
 static bool v1_empty(const struct bk_exec_cg *cg)
 {
 	for (int i = 0; i < cg->n_v1; i++)
-		if (cg->v1[i].path[0] && !procs_empty(cg->v1[i].path))
+		if (cg->v1[i].path[0] && !cg->v1[i].shared && !procs_empty(cg->v1[i].path))
 			return false;
 	return true;
 }
@@ -347,9 +364,11 @@ int bk_exec_cg_kill(struct bk_exec_cg *cg, int timeout_ms)
 			/* no cgroup.kill (kernel < 5.14): signal each member */
 			kill_v1(cg->v2);
 		}
-		/* what sits in an exec's v1 cgroup is the exec's */
+		/* what sits in an exec's own v1 cgroup is the exec's (a shared
+		 * one is the container's: its exec processes are in the v2
+		 * cgroup, killed above) */
 		for (int i = 0; i < cg->n_v1; i++)
-			if (cg->v1[i].path[0])
+			if (cg->v1[i].path[0] && !cg->v1[i].shared)
 				kill_v1(cg->v1[i].path);
 		if (now_ns() > deadline)
 			return -ETIMEDOUT;
@@ -393,8 +412,9 @@ int bk_exec_cg_destroy(struct bk_exec_cg *cg)
 	for (int i = 0; i < cg->n_v1; i++) {
 		closep(&cg->v1[i].procs_fd);
 		cg->v1[i].procs_fd = -1;
-		if ((e = rmdir_retry(cg->v1[i].path)) < 0)
+		if (!cg->v1[i].shared && (e = rmdir_retry(cg->v1[i].path)) < 0)
 			r = e;
+		cg->v1[i].shared = false;
 		cg->v1[i].path[0] = '\0';
 	}
 	cg->n_v1 = 0;

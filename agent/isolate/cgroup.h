@@ -43,6 +43,8 @@ struct bk_exec_cg_v1 {
 	char ctrls[128];    /* the hierarchy, as /proc/PID/cgroup names it */
 	char path[1280];
 	int procs_fd;       /* its cgroup.procs, written by the child ("0") */
+	bool shared;        /* the sandbox container's own cgroup (no per-exec cap
+			     * in this hierarchy): joined, never killed or removed */
 	char join_err[192]; /* the child's sentence if that write fails */
 };
 
@@ -61,10 +63,13 @@ struct bk_exec_cg {
 void bk_exec_cg_init(struct bk_exec_cg *cg);
 /* pod_v2 is the pod's path relative to the v2 root ("/kubepods/...");
  * v1[0..n_v1) the pod in each v1 hierarchy it is in (none on a pure v2
- * node). A child named `name` is made below the pod in each: a v1 cpuset
- * child gets the sandbox container's cpuset.cpus/mems. A hierarchy with
- * controllers the pod is in but that is not mounted here is an error (the
- * exec would escape it); pids and memory caps must land somewhere. */
+ * node). A child named `name` is made below the pod in v2 and in the v1
+ * hierarchies that hold the pids or memory cap (hybrid hosts); in every
+ * other v1 hierarchy the exec joins the sandbox container's own cgroup, as
+ * `runc exec` does (its CPU quota, cpuset, device rules, blkio weights
+ * apply). A hierarchy with controllers the pod is in but that is not
+ * mounted here is an error (the exec would escape it); pids and memory
+ * caps must land somewhere. */
 int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, const struct bk_pod_v1 *v1, int n_v1,
 		      const char *name, uint64_t pids_max, uint64_t memory_max, struct bk_exec_cg *cg,
 		      struct bk_error *err);

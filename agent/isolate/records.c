@@ -47,8 +47,10 @@ int bk_step_record(struct exec_ctx *x)
 	snprintf(rec->cgroup, sizeof(rec->cgroup), "%s", x->cg.v2);
 	snprintf(rec->cgroup_pids_v1, sizeof(rec->cgroup_pids_v1), "%s", x->cg.pids);
 	snprintf(rec->cgroup_memory_v1, sizeof(rec->cgroup_memory_v1), "%s", x->cg.memory);
-	for (int i = 0; i < x->cg.n_v1 && i < BK_RECORD_V1_MAX; i++)
-		snprintf(rec->v1[rec->n_v1++], sizeof(rec->v1[0]), "%s", x->cg.v1[i].path);
+	/* the exec's own v1 cgroups only: a shared one is the container's */
+	for (int i = 0; i < x->cg.n_v1 && rec->n_v1 < BK_RECORD_V1_MAX; i++)
+		if (!x->cg.v1[i].shared)
+			snprintf(rec->v1[rec->n_v1++], sizeof(rec->v1[0]), "%s", x->cg.v1[i].path);
 	snprintf(rec->pod, sizeof(rec->pod), "%s", x->pod->pod_name);
 	snprintf(rec->namespace, sizeof(rec->namespace), "%s", x->pod->pod_namespace);
 	snprintf(rec->pod_uid, sizeof(rec->pod_uid), "%s", x->pod->pod_uid);

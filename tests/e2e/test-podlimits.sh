@@ -23,12 +23,25 @@ ctrl_root() {
 }
 
 # --- every hierarchy -------------------------------------------------------
+# v2, and on a hybrid host the v1 hierarchies holding the pids or memory
+# cap: the exec's own cgroup; every other v1 hierarchy: the sandbox
+# container's own, exactly as runc exec (its quota, cpuset, device rules)
 bk_exec pl1 -- cat /proc/self/cgroup
 id=$(j .exec_id)
 j .stdout > "$T/cg.txt"
-n=$(grep -c . "$T/cg.txt")
-bad=$(grep -v "/boxkite-exec-$id\$" "$T/cg.txt" | tr '\n' ' ')
-check "the exec is in its own cgroup in all $n hierarchies it sees${bad:+ (not in: $bad)}" test -z "$bad"
+runc --root "$RUNC_ROOT" exec "$SBX" cat /proc/self/cgroup > "$T/cg-runc.txt"
+n=$(grep -c . "$T/cg.txt"); bad=; own=0; shared=0
+while IFS=: read -r _ ctrls path; do
+	case ",$ctrls," in
+	,,|*,pids,*|*,memory,*)
+		own=$((own + 1)); [[ $path == */boxkite-exec-$id ]] || bad+="$ctrls:$path " ;;
+	*)
+		shared=$((shared + 1))
+		[ "$path" = "$(awk -F: -v c="$ctrls" '$2 == c {print $3}' "$T/cg-runc.txt")" ] || bad+="$ctrls:$path " ;;
+	esac
+done < "$T/cg.txt"
+check "the exec is in its own cgroup in $own and in the container's (as runc exec) in $shared of the $n hierarchies it sees${bad:+ (wrong: $bad)}" \
+	test -z "$bad" -a "$own" -ge 1
 check_on hybrid "receipt: the exec's cgroup in every v1 hierarchy (cgroups_v1: $(j '.isolation.cgroups_v1 // {} | keys | join(" ")'))" \
 	test "$(j '.isolation.cgroups_v1 // {} | length')" -ge "$(findmnt -t cgroup -n | grep -vc 'name=')"
 

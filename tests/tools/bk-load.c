@@ -26,6 +26,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <pthread.h>
+#include <signal.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -290,6 +291,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bk-load URL PIN TOKEN_FILE N CONC [COMMAND] [LATENCY_FILE]\n");
 		return 2;
 	}
+	/* a connection the shim closes (at accept, over its per-peer limit) is
+	 * a transport error to count, not a reason to die */
+	signal(SIGPIPE, SIG_IGN);
 	unsigned a, b, cc, d, port;
 	if (sscanf(argv[1], "https://%u.%u.%u.%u:%u", &a, &b, &cc, &d, &port) != 5 || a > 255 || b > 255 ||
 	    cc > 255 || d > 255 || port == 0 || port > 65535) {
