@@ -126,7 +126,15 @@ for _ in $(seq 1 40); do
 done
 check "the helper runs in its own cgroup below the pod's (v2)" test "$in_pod" = yes
 if [ "$in_pod" = yes ]; then
-	cgline=$(cat "/proc/$HELPER_PID/cgroup" 2>/dev/null)
+	# the helper joins its v1 cgroups and sets its limits itself, first
+	# thing after its exec (before it reads the request): seen born, it may
+	# not be there yet (slow under the sanitizers)
+	for _ in $(seq 1 40); do
+		cgline=$(cat "/proc/$HELPER_PID/cgroup" 2>/dev/null)
+		cpu=$(awk '/Max cpu time/ {print $4}' "/proc/$HELPER_PID/limits" 2>/dev/null)
+		[ "$cpu" = 5 ] && { [ "$CG_LAYOUT" = v2 ] || grep -q ":pids:/kubepods/.*boxkite-file-" <<< "$cgline"; } && break
+		sleep 0.05
+	done
 	check_on hybrid "the helper is in the pod's v1 memory and pids hierarchies" \
 		sh -c "printf '%s\n' '$cgline' | grep -Eq ':memory:/kubepods/.*pod$UID_POD/boxkite-file-' &&
 		       printf '%s\n' '$cgline' | grep -Eq ':pids:/kubepods/.*pod$UID_POD/boxkite-file-'"
