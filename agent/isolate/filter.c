@@ -800,7 +800,8 @@ _printf_(2, 3) static void rb_put(struct rb_text *t, const char *fmt, ...)
 static void rb_hash(struct rb_text *t, const void *key, size_t kl, const void *val, size_t vl)
 {
 	if (t->md) {
-		EVP_DigestUpdate(t->md, key, kl);
+		if (kl)
+			EVP_DigestUpdate(t->md, key, kl);
 		EVP_DigestUpdate(t->md, val, vl);
 	}
 }
@@ -865,7 +866,7 @@ void bk_filter_readback(struct bk_filter *f, const struct bk_policy_set *ps, con
 		rb_put(&t, "no policy entry for cgroup %llu\n", (unsigned long long)cgid);
 		snprintf(res->policy, sizeof(res->policy), "%s", "none");
 	} else {
-		rb_hash(&t, &cgid, sizeof(cgid), &pol, sizeof(pol));
+		rb_hash(&t, NULL, 0, &pol, sizeof(pol));
 		const char *name = NULL;
 		for (int i = 0; i < ps->n; i++)
 			if (ps->prof[i].id == pol.profile)
@@ -888,7 +889,7 @@ void bk_filter_readback(struct bk_filter *f, const struct bk_policy_set *ps, con
 		__u32 kind;
 		if (bpf_map_lookup_elem(bpf_map__fd(f->skel->maps.bk_local), &k, &kind))
 			continue;
-		rb_hash(&t, &k, sizeof(k), &kind, sizeof(kind));
+		rb_hash(&t, k.addr, sizeof(k.addr), &kind, sizeof(kind));
 		char a[INET6_ADDRSTRLEN];
 		bool v4 = !memcmp(k.addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12);
 		inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? k.addr + 12 : k.addr, a, sizeof(a));

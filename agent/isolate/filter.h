@@ -110,7 +110,8 @@ struct bk_exec_result;
  * bk_policy, every allow/deny entry of its profile in the LPM maps, its
  * address entries in bk_local; res->policy_rules rendered from what was
  * read, res->policy_digest the SHA-256 of the bytes read (key and value
- * of each entry, in the maps' own order). */
+ * of each entry, in the maps' own order; the exec's cgroup id, part of
+ * the bk_policy and bk_local keys, left out: one policy, one digest). */
 void bk_filter_readback(struct bk_filter *f, const struct bk_policy_set *ps, const struct bk_filter_att *att,
 			uint64_t cgid, struct bk_exec_result *res);
 
