@@ -64,6 +64,19 @@ check "receipt: a policy entry rewritten during the exec shows (icmp on) ($val)"
 	sh -c "jq -e '.isolation.policy_rules | index(\"icmp on\")' $T/t2.json >/dev/null"
 check "receipt: ... and its digest differs from the untouched entry's" test "$(jq -r .isolation.policy_digest "$T/t2.json")" != "$D1"
 
+# a link detached during the exec (bpftool link detach): the receipt says the layer did not hold
+ctl exec rc1 --json -- sleep "$(( 2 * TIME_SCALE ))" > "$T/t3.json" & ep=$!
+cg=
+for _ in $(seq 1 100); do cg=$(ls -d "$CG2"/kubepods/besteffort/pod"$PUID"/boxkite-exec-* 2>/dev/null | head -1); [ -n "$cg" ] && break; sleep 0.05; done
+cid=$(stat -c %i "${cg:-/nonexistent}" 2>/dev/null || echo 0)
+lid=$(bpftool -j link show | jq -r ".[] | select(.type == \"cgroup\" and .cgroup_id == $cid and .attach_type == \"cgroup_inet4_connect\") | .id" | head -1)
+[ -n "$lid" ] && bpftool link detach id "$lid"
+wait $ep
+check "receipt: a link detached during the exec shows as bpf_held_to_end false (link ${lid:-none})" \
+	test "$(jq -r .isolation.bpf_held_to_end "$T/t3.json")" = false
+bk_exec rc1 -- true
+check "receipt: an untouched exec held to the end" test "$(j .isolation.bpf_held_to_end)" = true
+
 # --- signed: stock openssl verifies it; one byte changed fails ---------------------------------
 ctl receipt pubkey > "$T/pub.pem"
 check "boxkitectl receipt pubkey prints an Ed25519 public key" \
