@@ -4,6 +4,7 @@
  * header holds the struct only (no functions), so including it never ties a
  * room to the code above it. */
 #pragma once
+#include "lib/sign.h"
 #include <pthread.h>
 #include <stdint.h>
 
@@ -50,6 +51,8 @@ struct bk_agent {
 	struct bk_config cfg;
 	struct bk_limits limits;
 	struct bk_engine engine;
+	struct bk_signer *signer; /* the node key: every exec receipt is signed with it */
+	char node_name[256];      /* $NODE_NAME (the DaemonSet's spec.nodeName), else the host name */
 	uint64_t start_ns;
 	/* counters (atomic) */
 	uint64_t requests, refused_callers, refused_conns, dropped_conns, refused_execs_budget, execs_ok, execs_failed, execs_timeout, execs_refused_unsafe;

@@ -627,10 +627,23 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	char err[512] = "";
+	char keypath[sizeof(c->state_dir) + 16];
+	snprintf(keypath, sizeof(keypath), "%s/node.key", c->state_dir);
+	bool key_created = false;
+	if (bk_signer_open(keypath, &agent.signer, &key_created, err, sizeof(err)) < 0) {
+		fprintf(stderr, "boxkite-agent: refusing to start: receipt signing: %s\n", err);
+		return 1;
+	}
+	const char *nn = getenv("NODE_NAME");
+	if (nn && nn[0])
+		snprintf(agent.node_name, sizeof(agent.node_name), "%s", nn);
+	else if (gethostname(agent.node_name, sizeof(agent.node_name) - 1) < 0)
+		snprintf(agent.node_name, sizeof(agent.node_name), "unknown");
 	r = bk_engine_init(&agent.engine, c, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "boxkite-agent: refusing to start: %s\n", err);
 		bk_engine_fini(&agent.engine);
+		bk_signer_free(agent.signer);
 		return 1;
 	}
 	pthread_mutex_init(&agent.stats_lock, NULL);
@@ -647,6 +660,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "boxkite-agent: %s\n", err);
 		bk_selftest_stop();
 		bk_engine_fini(&agent.engine);
+		bk_signer_free(agent.signer);
 		return 1;
 	}
 	int lfd = listen_unix(c->socket, 0666);
@@ -655,8 +669,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "boxkite-agent: cannot listen on %s: %s\n", lfd < 0 ? c->socket : c->admin_socket,
 			strerror(-(lfd < 0 ? lfd : afd)));
 		bk_engine_fini(&agent.engine);
+		bk_signer_free(agent.signer);
 		return 1;
 	}
+	log_info("receipt_key", LS("key_id", bk_signer_key_id(agent.signer)), LB("created", key_created),
+		 LS("path", keypath), LS("public_key", bk_signer_pubkey_pem(agent.signer)), LS("node", agent.node_name));
 	log_infof("started", "boxkite-agent %s listening on %s (admin %s), bpffs %s", BK_VERSION, c->socket,
 		  c->admin_socket, c->bpffs);
 	serve(lfd, afd, sfd);
@@ -669,6 +686,7 @@ int main(int argc, char **argv)
 	bk_metrics_stop();
 	bk_selftest_stop();
 	bk_engine_fini(&agent.engine);
+	bk_signer_free(agent.signer);
 	log_infof("stopped", "boxkite-agent stopped");
 	return 0;
 }

@@ -5,6 +5,7 @@
  *   util.[ch]    cleanup attributes, small file and number helpers
  *   log.[ch]     the one JSON-lines logger (typed fields)
  *   err.[ch]     the one error constructor (struct bk_error, bk_fail)
+ *   sign.[ch]    Ed25519 receipt signatures: the node key, sign, verify
  *   missing.h    kernel constants newer than Debian 12's 6.1 headers
  * Included as "lib/<file>.h" from anywhere in the tree. */
 #pragma once

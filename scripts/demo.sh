@@ -70,6 +70,14 @@ echo "denied by the BPF layer:"; jq -c '.denied[]' "$D/md.json"
 say "the isolation receipt of that exec (read back from the kernel)"
 jq .isolation "$D/md.json"
 
+say "signed by the node key: checked with stock openssl, and one byte changed"
+"$BK_BIN/boxkitectl" receipt pubkey > "$D/pub.pem"
+jq -j .receipt.document "$D/md.json" > "$D/doc"
+jq -r .receipt.signature "$D/md.json" | base64 -d > "$D/sig.bin"
+openssl pkeyutl -verify -pubin -inkey "$D/pub.pem" -rawin -in "$D/doc" -sigfile "$D/sig.bin"
+sed -i 's/"exit_code":0/"exit_code":9/' "$D/doc"
+openssl pkeyutl -verify -pubin -inkey "$D/pub.pem" -rawin -in "$D/doc" -sigfile "$D/sig.bin" || echo "(altered: refused, as it must be)"
+
 say "the same through the admin socket: boxkitectl exec $NAME -- uname -n"
 "$BK_BIN/boxkitectl" exec "$NAME" -- uname -n
 

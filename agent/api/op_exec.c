@@ -8,7 +8,12 @@
 #include "agent/api/reply.h"
 #include "agent/parse/text.h"
 #include "agent/session/run.h"
+#include "lib/sign.h"
 #include "lib/util.h"
+#include "lib/log.h"
+
+#include <openssl/evp.h>
+#include <time.h>
 
 #include <limits.h>
 
@@ -91,6 +96,45 @@ char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args)
 	return parse_exec(c, args, &ea);
 }
 
+/* A cap read from the cgroup: a number, "max", or null when unread. */
+static cJSON *cap_json(bool read, uint64_t v)
+{
+	if (!read)
+		return cJSON_CreateNull();
+	return v == BK_CG_UNLIMITED ? cJSON_CreateString("max") : cJSON_CreateNumber((double)v);
+}
+
+static cJSON *ids_json(const int64_t *v, int n)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; a && i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
+	return a;
+}
+
+/* The command's /proc/<pid>/status, as read after its execve. */
+static cJSON *process_json(const struct bk_exec_result *r)
+{
+	const struct bk_proc_status *ps = &r->proc;
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "source", r->proc_source);
+	cJSON_AddItemToObject(p, "uid", ids_json(ps->uid, 4));
+	cJSON_AddItemToObject(p, "gid", ids_json(ps->gid, 4));
+	cJSON_AddItemToObject(p, "groups", ids_json(ps->groups, ps->n_groups < BK_STATUS_GROUPS_MAX ? ps->n_groups
+												   : BK_STATUS_GROUPS_MAX));
+	static const char *const names[] = { "cap_inh", "cap_prm", "cap_eff", "cap_bnd", "cap_amb" };
+	const uint64_t caps[] = { ps->cap_inh, ps->cap_prm, ps->cap_eff, ps->cap_bnd, ps->cap_amb };
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		char hex[17];
+		snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)caps[i]);
+		cJSON_AddStringToObject(p, names[i], hex);
+	}
+	cJSON_AddNumberToObject(p, "no_new_privs", ps->no_new_privs);
+	cJSON_AddNumberToObject(p, "seccomp", ps->seccomp);
+	cJSON_AddNumberToObject(p, "seccomp_filters", ps->seccomp_filters);
+	return p;
+}
+
 static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_result *r)
 {
 	cJSON *iso = cJSON_CreateObject();
@@ -128,16 +172,21 @@ static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_resu
 			cJSON_AddItemToArray(rules, cJSON_CreateString(l));
 		free(txt);
 	}
-	cJSON_AddNumberToObject(iso, "pids_max", (double)r->pids_max);
-	cJSON_AddNumberToObject(iso, "memory_max", (double)r->memory_max);
+	cJSON_AddItemToObject(iso, "pids_max", cap_json(r->limits_read, r->pids_max));
+	cJSON_AddItemToObject(iso, "memory_max", cap_json(r->limits_read, r->memory_max));
 	cJSON_AddBoolToObject(iso, "landlock", r->landlock);
+	cJSON_AddNumberToObject(iso, "landlock_abi", a->engine.features.landlock_abi);
 	cJSON *sc = cJSON_AddObjectToObject(iso, "seccomp");
 	cJSON_AddNumberToObject(sc, "mode", r->seccomp_mode);
 	cJSON_AddNumberToObject(sc, "filters", r->seccomp_filters);
+	const struct bk_proc_status *ps = &r->proc;
 	cJSON_AddNumberToObject(iso, "uid", r->uid);
 	cJSON_AddNumberToObject(iso, "gid", r->gid);
-	cJSON_AddBoolToObject(iso, "no_new_privs", true);
-	cJSON_AddNumberToObject(iso, "capabilities", 0);
+	cJSON_AddBoolToObject(iso, "no_new_privs", ps->no_new_privs == 1);
+	/* how many capabilities the command holds in any set (0: none) */
+	cJSON_AddNumberToObject(iso, "capabilities",
+				__builtin_popcountll(ps->cap_inh | ps->cap_prm | ps->cap_eff | ps->cap_bnd | ps->cap_amb));
+	cJSON_AddItemToObject(iso, "process", process_json(r));
 	cJSON_AddStringToObject(iso, "kernel", a->engine.features.kernel);
 	cJSON_AddItemToObject(iso, "features", bk_api_features_json(&a->engine.features));
 	return iso;
@@ -182,6 +231,77 @@ static cJSON *denied_json(const struct bk_exec_result *r)
 	return den;
 }
 
+/* ---- the signed receipt ------------------------------------------------------------------- */
+
+static void sha256_hex(const char *s, char *out)
+{
+	unsigned char md[32];
+	unsigned int ml = 0;
+	out[0] = '\0';
+	if (EVP_Digest(s, strlen(s), md, &ml, EVP_sha256(), NULL) && ml == 32)
+		for (int i = 0; i < 32; i++)
+			snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+static void rfc3339(uint64_t unix_ns, char *out, size_t n)
+{
+	time_t t = (time_t)(unix_ns / 1000000000ull);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	char d[32];
+	strftime(d, sizeof(d), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out, n, "%s.%06uZ", d, (unsigned)(unix_ns % 1000000000ull / 1000));
+}
+
+/* The receipt: a JSON document (these exact bytes are signed), its
+ * detached Ed25519 signature (base64) and the node key's id. NULL if the
+ * signature cannot be made (logged). */
+static cJSON *receipt_json(const struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
+			   const struct bk_exec_result *r, const cJSON *iso)
+{
+	char cmd_h[65], cwd_h[65], t0[48], t1[48];
+	sha256_hex(ea->command, cmd_h);
+	sha256_hex(ea->cwd ? ea->cwd : "/workspace", cwd_h);
+	rfc3339(r->started_unix_ns, t0, sizeof(t0));
+	rfc3339(r->ended_unix_ns, t1, sizeof(t1));
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddStringToObject(d, "type", "boxkite.exec_receipt.v1");
+	cJSON_AddStringToObject(d, "exec_id", r->exec_id);
+	cJSON_AddStringToObject(d, "node", a->node_name);
+	cJSON *p = cJSON_AddObjectToObject(d, "pod");
+	cJSON_AddStringToObject(p, "namespace", pod->pod_namespace);
+	cJSON_AddStringToObject(p, "name", pod->pod_name);
+	cJSON_AddStringToObject(p, "uid", pod->pod_uid);
+	cJSON_AddStringToObject(d, "container_id", pod->sandbox.id);
+	cJSON_AddStringToObject(d, "command_sha256", cmd_h);
+	cJSON_AddStringToObject(d, "cwd_sha256", cwd_h);
+	cJSON_AddStringToObject(d, "started_at", t0);
+	cJSON_AddStringToObject(d, "ended_at", t1);
+	cJSON_AddNumberToObject(d, "exit_code", r->exit_code);
+	cJSON_AddBoolToObject(d, "timed_out", r->timed_out);
+	cJSON_AddNumberToObject(d, "denied_total", (double)r->denied_total);
+	cJSON_AddStringToObject(d, "policy_digest", r->policy_digest);
+	cJSON_AddItemToObject(d, "isolation", cJSON_Duplicate(iso, true));
+	cJSON_AddItemToObject(d, "denied", denied_json(r));
+	cJSON_AddStringToObject(d, "agent_version", BK_VERSION);
+	cJSON_AddStringToObject(d, "kernel", a->engine.features.kernel);
+	cJSON_AddStringToObject(d, "key_id", bk_signer_key_id(a->signer));
+	char *doc = cJSON_PrintUnformatted(d);
+	cJSON_Delete(d);
+	char sig[96];
+	if (!doc || bk_signer_sign(a->signer, doc, strlen(doc), sig, sizeof(sig)) < 0) {
+		log_error("receipt_unsigned", LS("exec_id", r->exec_id), LS("error", "cannot sign the receipt"));
+		free(doc);
+		return cJSON_CreateNull();
+	}
+	cJSON *rc = cJSON_CreateObject();
+	cJSON_AddStringToObject(rc, "document", doc);
+	cJSON_AddStringToObject(rc, "signature", sig);
+	cJSON_AddStringToObject(rc, "key_id", bk_signer_key_id(a->signer));
+	free(doc);
+	return rc;
+}
+
 char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args, int client_fd)
 {
 	struct bk_exec_args ea;
@@ -204,9 +324,11 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 	cJSON_AddBoolToObject(b, "truncated", res->truncated);
 	cJSON_AddNumberToObject(b, "duration_ms", res->duration_ms);
 	cJSON_AddStringToObject(b, "exec_id", res->exec_id);
-	cJSON_AddItemToObject(b, "isolation", isolation_json(a, res));
+	cJSON *iso = isolation_json(a, res);
+	cJSON_AddItemToObject(b, "isolation", iso);
 	cJSON_AddItemToObject(b, "denied", denied_json(res));
 	cJSON_AddNumberToObject(b, "denied_total", (double)res->denied_total);
+	cJSON_AddItemToObject(b, "receipt", receipt_json(a, pod, &ea, res, iso));
 	bk_exec_result_free(res);
 	return bk_api_respond(200, b);
 }

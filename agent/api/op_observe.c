@@ -162,12 +162,25 @@ static char *out_of_memory(void)
 	return bk_api_error(503, "out_of_memory", "out of memory");
 }
 
+/* The node key that signs every exec receipt (public half). */
+static cJSON *receipt_key_json(const struct bk_agent *a)
+{
+	cJSON *k = cJSON_CreateObject();
+	cJSON_AddStringToObject(k, "key_id", bk_signer_key_id(a->signer));
+	cJSON_AddStringToObject(k, "public_key", bk_signer_pubkey_pem(a->signer));
+	cJSON_AddStringToObject(k, "algorithm", "ed25519");
+	return k;
+}
+
 char *bk_api_inspect(struct bk_agent *a, const struct bk_pod *p)
 {
 	struct bk_pod_report *r = malloc(sizeof(*r));
 	if (!r)
 		return out_of_memory();
-	char *out = bk_obs_pod_report(a, p, true, r) < 0 ? out_of_memory() : bk_api_respond(200, pod_report_json(r));
+	cJSON *body = NULL;
+	if (bk_obs_pod_report(a, p, true, r) == 0 && (body = pod_report_json(r)))
+		cJSON_AddItemToObject(body, "receipt_key", receipt_key_json(a));
+	char *out = body ? bk_api_respond(200, body) : out_of_memory();
 	bk_pod_report_free(r);
 	free(r);
 	return out;
@@ -184,6 +197,8 @@ char *bk_api_status(struct bk_agent *a)
 	}
 	cJSON *b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "version", BK_VERSION);
+	cJSON_AddStringToObject(b, "node", a->node_name);
+	cJSON_AddItemToObject(b, "receipt_key", receipt_key_json(a));
 	cJSON_AddBoolToObject(b, "node_safe", s.node_safe);
 	cJSON *st = cJSON_AddObjectToObject(b, "selftest");
 	cJSON_AddNumberToObject(st, "runs", (double)s.selftest_runs);

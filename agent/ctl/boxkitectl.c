@@ -2,12 +2,15 @@
 /* boxkitectl: the operator's tool. Talks to the agent's admin socket (root
  * only), and runs local-mode sandbox pods with runc. */
 #include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <sys/stat.h>
 
 #include "agent/ctl/local/local.h"
 #include "lib/proto.h"
+#include "lib/sign.h"
 #include "lib/util.h"
 
 static const char *admin_socket = "/run/boxkite/admin.sock";
@@ -24,6 +27,8 @@ static void usage(FILE *f)
 		   "  inspect NAME\n"
 		   "  verify NAME [--hold S] [--json]\n"
 		   "  ready\n"
+		   "  receipt pubkey                the node key that signs exec receipts (PEM)\n"
+		   "  receipt verify FILE [--pubkey PEM-FILE]   check a saved receipt (or exec response)\n"
 		   "  call --socket PATH OP [ARGS-JSON]   (raw request, for debugging)\n");
 }
 
@@ -419,6 +424,99 @@ static int cmd_sandbox(int argc, char **argv)
 	return 2;
 }
 
+/* ---- receipts --------------------------------------------------------------------------- */
+
+/* The node key's PEM, from the agent (status). NULL: said why. */
+static char *agent_pubkey(void)
+{
+	cJSON *resp = admin_call_ok("status", NULL);
+	if (!resp)
+		return NULL;
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(resp, "body");
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "receipt_key"),
+							  "public_key");
+	char *pem = cJSON_IsString(k) ? strdup(k->valuestring) : NULL;
+	if (!pem)
+		fprintf(stderr, "boxkitectl: the agent's status has no receipt_key (an older agent?)\n");
+	cJSON_Delete(resp);
+	return pem;
+}
+
+static int receipt_verify(const char *file, const char *pubfile)
+{
+	_cleanup_free_ char *txt = NULL, *pem = NULL;
+	if (read_file_at(AT_FDCWD, file, 64 << 20, &txt, NULL) < 0) {
+		fprintf(stderr, "boxkitectl: cannot read %s: %s\n", file, strerror(errno));
+		return 2;
+	}
+	cJSON *j = cJSON_Parse(txt);
+	const cJSON *rc = cJSON_GetObjectItemCaseSensitive(j, "receipt");
+	if (!rc)
+		rc = j;
+	const cJSON *doc = cJSON_GetObjectItemCaseSensitive(rc, "document");
+	const cJSON *sig = cJSON_GetObjectItemCaseSensitive(rc, "signature");
+	const cJSON *kid = cJSON_GetObjectItemCaseSensitive(rc, "key_id");
+	if (!cJSON_IsString(doc) || !cJSON_IsString(sig) || !cJSON_IsString(kid)) {
+		fprintf(stderr, "boxkitectl: %s holds no receipt {document, signature, key_id}\n", file);
+		cJSON_Delete(j);
+		return 2;
+	}
+	if (pubfile) {
+		if (read_file_at(AT_FDCWD, pubfile, 65536, &pem, NULL) < 0)
+			fprintf(stderr, "boxkitectl: cannot read %s: %s\n", pubfile, strerror(errno));
+	} else {
+		pem = agent_pubkey();
+	}
+	char id[65];
+	int rc_ = 2;
+	if (!pem) {
+		/* said why */
+	} else if (bk_pubkey_id(pem, id) < 0) {
+		fprintf(stderr, "boxkitectl: not an Ed25519 public key (PEM)\n");
+	} else if (!streq(id, kid->valuestring)) {
+		printf("INVALID: signed by key %s, not by this node's key %s\n", kid->valuestring, id);
+		rc_ = 1;
+	} else {
+		int v = bk_sig_verify(pem, doc->valuestring, strlen(doc->valuestring), sig->valuestring);
+		cJSON *d = cJSON_Parse(doc->valuestring);
+		const cJSON *eid = cJSON_GetObjectItemCaseSensitive(d, "exec_id");
+		const cJSON *node = cJSON_GetObjectItemCaseSensitive(d, "node");
+		if (v == 1)
+			printf("valid: exec %s on node %s, signed by key %s\n", cJSON_IsString(eid) ? eid->valuestring : "?",
+			       cJSON_IsString(node) ? node->valuestring : "?", id);
+		else
+			printf("INVALID: the signature does not match the document (altered, or not signed by key %s)\n",
+			       id);
+		cJSON_Delete(d);
+		rc_ = v == 1 ? 0 : 1;
+	}
+	cJSON_Delete(j);
+	return rc_;
+}
+
+static int cmd_receipt(int argc, char **argv)
+{
+	if (argc >= 2 && streq(argv[1], "pubkey") && argc == 2) {
+		_cleanup_free_ char *pem = agent_pubkey();
+		if (!pem)
+			return 1;
+		fputs(pem, stdout);
+		return 0;
+	}
+	if (argc >= 3 && streq(argv[1], "verify")) {
+		const char *pub = NULL;
+		if (argc == 5 && streq(argv[3], "--pubkey"))
+			pub = argv[4];
+		else if (argc != 3) {
+			usage(stderr);
+			return 2;
+		}
+		return receipt_verify(argv[2], pub);
+	}
+	usage(stderr);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
 	const char *env = getenv("BOXKITE_ADMIN_SOCKET");
@@ -458,6 +556,8 @@ int main(int argc, char **argv)
 		return cmd_verify(argc, argv);
 	if (streq(cmd, "call"))
 		return cmd_call(argc, argv);
+	if (streq(cmd, "receipt"))
+		return cmd_receipt(argc, argv);
 	usage(stderr);
 	return 2;
 }

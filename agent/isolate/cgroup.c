@@ -287,6 +287,39 @@ int bk_exec_cg_v1_fds(const struct bk_exec_cg *cg, int *fds, int max)
 	return n;
 }
 
+/* A cap file: a number, or "max" (v1 memory: a huge number) = unlimited. */
+static int read_cap(const char *dir, const char *file, uint64_t *out)
+{
+	char p[4200];
+	if (!dir[0])
+		return -ENOENT;
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	_cleanup_free_ char *txt = NULL;
+	int r = read_file_at(AT_FDCWD, p, 64, &txt, NULL);
+	if (r < 0)
+		return r;
+	txt[strcspn(txt, "\n")] = '\0';
+	if (streq(txt, "max")) {
+		*out = BK_CG_UNLIMITED;
+		return 0;
+	}
+	if (parse_u64(txt, out) < 0)
+		return -EINVAL;
+	if (*out >= (1ull << 62))
+		*out = BK_CG_UNLIMITED;
+	return 0;
+}
+
+int bk_exec_cg_read_limits(const struct bk_cgroup_mounts *m, const struct bk_exec_cg *cg, uint64_t *pids,
+			   uint64_t *memory)
+{
+	*pids = *memory = 0;
+	int r1 = m->v2_pids ? read_cap(cg->v2, "pids.max", pids) : read_cap(cg->pids, "pids.max", pids);
+	int r2 = m->v2_memory ? read_cap(cg->v2, "memory.max", memory)
+			      : read_cap(cg->memory, "memory.limit_in_bytes", memory);
+	return r1 < 0 ? r1 : r2 < 0 ? r2 : 0;
+}
+
 /* The value of "key N" in a flat keyed file, or 0. */
 static uint64_t keyed(const char *dir, const char *file, const char *key)
 {
@@ -442,7 +475,5 @@ int bk_step_cgroup(struct exec_ctx *x)
 		res->n_cgroups_v1++;
 	}
 	res->cgroup_id = x->cg.id;
-	res->pids_max = x->cg.pids_max;
-	res->memory_max = x->cg.memory_max;
 	return 0;
 }

@@ -92,6 +92,13 @@ int bk_exec_cg_v1_fds(const struct bk_exec_cg *cg, int *fds, int max);
 /* Whether the memory controller of cg (v2 memory.events, else v1
  * memory.oom_control) counted an OOM kill in it. */
 bool bk_exec_cg_oom_killed(const struct bk_exec_cg *cg);
+/* The exec's caps as the kernel holds them now: pids.max and memory.max
+ * of its v2 cgroup, else v1 pids.max and memory.limit_in_bytes.
+ * BK_CG_UNLIMITED for "max" (or v1's page-rounded LONG_MAX). 0, or -errno
+ * with the cap that could not be read left at 0. */
+#define BK_CG_UNLIMITED UINT64_MAX
+int bk_exec_cg_read_limits(const struct bk_cgroup_mounts *m, const struct bk_exec_cg *cg, uint64_t *pids,
+			   uint64_t *memory);
 /* cgroup id of a v2 directory. */
 int bk_cgroup_id(const char *path, uint64_t *id);
 /* Whether a v2 cgroup directory currently has processes. */

@@ -7,6 +7,7 @@
 #include "agent/isolate/seccomp.h"
 #include "agent/isolate/step.h"
 #include "agent/parse/mounts.h"
+#include "agent/parse/procstatus.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/missing.h"
@@ -40,6 +41,7 @@ struct child_msg {
 	char msg[200];
 	uint64_t netns_ino;
 	int seccomp_mode;                  /* PR_GET_SECCOMP after the install */
+	int landlock_enforced;             /* landlock_restrict_self returned 0 */
 	uint32_t seccomp_ns[2];            /* the layer's steps: install, check */
 	int n_if;
 	char ifaces[BK_MAX_IFACES][IFNAMSIZ];
@@ -309,6 +311,7 @@ static int apply_landlock(struct child_args *a)
 	int r = bk_landlock_apply(a->landlock_fd);
 	if (r < 0)
 		return failed(a, "cannot apply the Landlock execute allowlist", -r);
+	a->ready.landlock_enforced = 1;
 	return 0;
 }
 
@@ -446,32 +449,57 @@ static int command_pid(pid_t monitor, pid_t *cmd)
 	return 0;
 }
 
-/* The receipt's seccomp fields, from the command's own /proc/<pid>/status
- * after its execve (its monitor, pid, reaps it only after our word, so
- * the pid is still the command, alive or a zombie): the filter must be in
- * force there. Then the monitor is told. */
-static int seccomp_readback(struct exec_ctx *x, pid_t pid, int child_mode)
+/* The receipt's process fields, from the command's own /proc/<pid>/status
+ * after its execve (its monitor, pid, reaps it only after our word, so the
+ * pid is still the command, alive or a zombie): credentials, capability
+ * sets, no_new_privs, seccomp. What the layers promised must be what the
+ * kernel shows there, else the exec fails (layer container or seccomp).
+ * Then the monitor is told. */
+static int status_readback(struct exec_ctx *x, pid_t pid, int child_mode)
 {
 	uint64_t t0 = mono_ns();
-	int mode = -1, filters = -1;
 	pid_t cmd = 0;
+	_cleanup_free_ char *txt = NULL;
+	size_t len = 0;
+	char path[48] = "";
 	int r = command_pid(pid, &cmd);
-	if (r == 0)
-		r = bk_seccomp_read_status(cmd, &mode, &filters);
+	if (r == 0) {
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)cmd);
+		r = read_file_at(AT_FDCWD, path, 65536, &txt, &len);
+	}
 	syscall(SYS_pidfd_send_signal, x->pidfd, BK_READ_SIGNAL, NULL, 0);
+	struct bk_proc_status *ps = &x->res->proc;
+	if (r == 0)
+		r = bk_proc_status_parse(txt, len, ps);
 	x->res->t_us[BK_PH_SECCOMP_READ] = (uint32_t)((mono_ns() - t0 + 500) / 1000);
 	if (r < 0)
-		return bk_fail(&x->err, r, "seccomp", "cannot read Seccomp from /proc/%d/status of the command: %s",
-			       (int)cmd, strerror(-r));
+		return bk_fail(&x->err, r, "container", "cannot read the command's %s: %s", path[0] ? path : "pid",
+			       strerror(-r));
+	snprintf(x->res->proc_source, sizeof(x->res->proc_source), "%s", "proc_status_after_execve");
 	/* testing.fault "seccomp_readback": the read shows no filter */
 	if (x->cfg->fault[0] && streq(x->cfg->fault, "seccomp_readback"))
-		filters = 0;
-	x->res->seccomp_mode = mode;
-	x->res->seccomp_filters = filters;
-	if (mode != child_mode || (x->cfg->layer_seccomp && (mode != SECCOMP_MODE_FILTER || filters < 1)))
+		ps->seccomp_filters = 0;
+	x->res->seccomp_mode = ps->seccomp;
+	x->res->seccomp_filters = ps->seccomp_filters;
+	x->res->uid = (uint32_t)ps->uid[0];
+	x->res->gid = (uint32_t)ps->gid[0];
+	if (ps->seccomp != child_mode || (x->cfg->layer_seccomp && (ps->seccomp != SECCOMP_MODE_FILTER ||
+								     ps->seccomp_filters < 1)))
 		return bk_fail(&x->err, -EPERM, "seccomp",
 			       "the seccomp filter is not in force in the command (Seccomp %d, Seccomp_filters %d)",
-			       mode, filters);
+			       ps->seccomp, ps->seccomp_filters);
+	bool ids = true;
+	for (int i = 0; i < 4; i++)
+		ids = ids && ps->uid[i] == (int64_t)x->pod->uid && ps->gid[i] == (int64_t)x->pod->gid;
+	if (!ids || ps->n_groups != 0)
+		return bk_fail(&x->err, -EPERM, "container",
+			       "the command does not run as the sandbox user %u:%u alone (Uid %lld, Gid %lld, %d groups)",
+			       (unsigned)x->pod->uid, (unsigned)x->pod->gid, (long long)ps->uid[1],
+			       (long long)ps->gid[1], ps->n_groups);
+	if (ps->cap_inh | ps->cap_prm | ps->cap_eff | ps->cap_bnd | ps->cap_amb || ps->no_new_privs != 1)
+		return bk_fail(&x->err, -EPERM, "container",
+			       "the command holds privileges (CapEff %016llx, CapBnd %016llx, NoNewPrivs %d)",
+			       (unsigned long long)ps->cap_eff, (unsigned long long)ps->cap_bnd, ps->no_new_privs);
 	return 0;
 }
 
@@ -509,9 +537,10 @@ static int wait_report(struct exec_ctx *x, int info_fd, pid_t pid)
 			       last.err ? ": " : "", last.err ? strerror(last.err) : "");
 	}
 	x->res->netns_inode = last.netns_ino;
+	x->res->landlock = last.landlock_enforced == 1;
 	/* the layer in the child: install and check */
 	x->res->t_us[BK_PH_SECCOMP] = (last.seccomp_ns[0] + last.seccomp_ns[1] + 500) / 1000;
-	int r = seccomp_readback(x, pid, last.seccomp_mode);
+	int r = status_readback(x, pid, last.seccomp_mode);
 	if (r < 0) {
 		x->res->killed_after_start = true;
 		bk_exec_cg_kill(&x->cg, 2000);

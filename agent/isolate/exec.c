@@ -291,10 +291,24 @@ static void run_command(struct exec_ctx *x)
 	} else {
 		res->bpf_held = true;
 	}
+	/* the receipt's caps, cgroup id and policy: as the kernel holds them
+	 * at the end of the run (not as configured) */
+	res->limits_read = bk_exec_cg_read_limits(&x->e->mounts, &x->cg, &res->pids_max, &res->memory_max) == 0;
+	uint64_t id = 0;
+	res->cgroup_id = bk_cgroup_id(x->cg.v2, &id) == 0 ? id : 0;
+	if (x->e->filter)
+		bk_filter_readback(x->e->filter, &x->cfg->policy, &x->att, x->cg.id, res);
 	if (!res->out)
 		res->out = strdup("");
 	if (!res->err)
 		res->err = strdup("");
+}
+
+static uint64_t unix_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
 /* ---- teardown: whatever the steps made, in every case ---------------------- */
@@ -342,6 +356,7 @@ static void teardown(struct exec_ctx *x)
 	closep(&x->err_fd);
 	res->t_us[PH_TEARDOWN] = (uint32_t)((now_ns() - t) / 1000);
 	res->duration_ms = (double)(now_ns() - x->t0) / 1e6;
+	res->ended_unix_ns = unix_ns();
 }
 
 /* ---- one exec ------------------------------------------------------------------ */
@@ -364,6 +379,7 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	x->req = req;
 	x->res = res;
 	x->t0 = now_ns();
+	x->res->started_unix_ns = unix_ns();
 	x->fresh_netns = e->cfg->layer_netns && req->profile->fresh_netns;
 	bk_exec_cg_init(&x->cg);
 	for (int i = 0; i < BK_NPROGS; i++)
@@ -373,8 +389,6 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	memset(res, 0, sizeof(*res));
 	new_exec_id(res->exec_id, sizeof(res->exec_id));
 	res->fresh_netns = x->fresh_netns;
-	res->uid = pod->uid;
-	res->gid = pod->gid;
 }
 
 /* The command runs: what only the setup needed goes, so that a live exec
@@ -383,7 +397,6 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
  * the command, its cgroups by their paths). */
 static void setup_done(struct exec_ctx *x)
 {
-	x->res->landlock = x->landlock_fd >= 0;
 	closep(&x->netns_fd);
 	closep(&x->landlock_fd);
 	x->netns_fd = x->landlock_fd = -1;

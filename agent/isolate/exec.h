@@ -31,6 +31,7 @@
  * testing.fault (with testing.allow_unsafe) names a step that then fails
  * instead of running; the faults are a column of the two step tables. */
 #pragma once
+#include "agent/parse/procstatus.h"
 #include <net/if.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -114,6 +115,7 @@ struct bk_exec_result {
 	char *out, *err;
 	size_t outlen, errlen;
 	double duration_ms;
+	uint64_t started_unix_ns, ended_unix_ns; /* wall clock, for the signed receipt */
 	/* receipt, read back from the kernel */
 	bool fresh_netns;
 	uint64_t netns_inode;
@@ -128,7 +130,9 @@ struct bk_exec_result {
 		char ctrls[128];
 		char path[1280];
 	} cgroups_v1[BK_CG_V1_MAX];
-	uint64_t pids_max, memory_max;
+	uint64_t pids_max, memory_max; /* read from its cgroup files at the end of the run;
+					* BK_CG_UNLIMITED: "max" */
+	bool limits_read;               /* both were read */
 	int n_progs;
 	struct bk_prog_desc progs[BK_NPROGS];
 	bool bpf_held;                /* all programs still attached when the command ended, and
@@ -137,7 +141,9 @@ struct bk_exec_result {
 	bool landlock;                /* the execute allowlist was applied */
 	int seccomp_mode;             /* /proc/<pid>/status of the command: Seccomp (2: filter) */
 	int seccomp_filters;          /* ... and Seccomp_filters */
-	uint32_t uid, gid;
+	uint32_t uid, gid;            /* ... its real uid and gid */
+	struct bk_proc_status proc;   /* ... every field the receipt shows */
+	char proc_source[32];         /* where they were read ("proc_status_after_execve") */
 	char policy[64];
 	char policy_digest[65];
 	char *policy_rules;           /* canonical text of every rule in force */

@@ -779,33 +779,133 @@ static int pod_resolvers(const struct bk_pod *pod, struct bk_filter_att *att)
 	return 0;
 }
 
-/* The receipt: the canonical text of every rule in force for this exec and
- * its digest. */
-static void policy_receipt(const struct bk_config *c, const struct bk_profile *p, const struct bk_filter_att *att,
-			   struct bk_exec_result *res)
+/* ---- the receipt's policy, read back from the maps ----------------------------------------- */
+
+struct rb_text {
+	char *buf;
+	size_t off, cap;
+	EVP_MD_CTX *md;
+};
+
+_printf_(2, 3) static void rb_put(struct rb_text *t, const char *fmt, ...)
 {
-	size_t cap = 16384;
-	char *txt = malloc(cap);
-	if (!txt)
-		return;
-	int n = bk_policy_canon(&c->policy, p, txt, cap);
-	size_t off = n > 0 ? (size_t)n : 0;
+	va_list ap;
+	va_start(ap, fmt);
+	int w = t->buf ? vsnprintf(t->buf + t->off, t->cap - t->off, fmt, ap) : -1;
+	va_end(ap);
+	if (w > 0 && (size_t)w < t->cap - t->off)
+		t->off += (size_t)w;
+}
+
+static void rb_hash(struct rb_text *t, const void *key, size_t kl, const void *val, size_t vl)
+{
+	if (t->md) {
+		if (kl)
+			EVP_DigestUpdate(t->md, key, kl);
+		EVP_DigestUpdate(t->md, val, vl);
+	}
+}
+
+static void protos_str(uint8_t p, char *out, size_t n)
+{
+	snprintf(out, n, "%s%s%s%s", p & BK_PROTO_TCP ? "tcp+" : "", p & BK_PROTO_UDP ? "udp+" : "",
+		 p & BK_PROTO_ICMP ? "icmp+" : "", p ? "" : "none+");
+	out[strlen(out) - 1] = '\0';
+}
+
+/* Every entry of one LPM map (allow or deny, v4 or v6) that belongs to
+ * profile id, as the kernel holds it, in the map's own order. */
+static void rb_lpm(struct rb_text *t, int fd, bool v6, bool allow, uint32_t id)
+{
+	struct bk_lpm6 key, next;
+	size_t kl = v6 ? sizeof(struct bk_lpm6) : sizeof(struct bk_lpm4);
+	bool first = true;
+	while (bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
+		first = false;
+		memcpy(&key, &next, kl);
+		if (key.profile != id)
+			continue;
+		struct bk_cidr c = { .family = v6 ? 6 : 4, .plen = (uint8_t)(key.prefixlen - 32) };
+		memcpy(c.addr, key.addr, v6 ? 16 : 4);
+		char cs[64];
+		bk_cidr_format(&c, cs, sizeof(cs));
+		if (allow) {
+			struct bk_ports v;
+			if (bpf_map_lookup_elem(fd, &key, &v) || v.n > BK_PORT_RANGES)
+				continue;
+			rb_hash(t, &key, kl, &v, sizeof(v));
+			rb_put(t, "allow %s", cs);
+			for (uint32_t i = 0; i < v.n; i++) {
+				char ps[24];
+				protos_str(v.r[i].protos, ps, sizeof(ps));
+				rb_put(t, "%s %s %u-%u", i ? "," : "", ps, v.r[i].lo, v.r[i].hi);
+			}
+			rb_put(t, "\n");
+		} else {
+			struct bk_deny v;
+			if (bpf_map_lookup_elem(fd, &key, &v))
+				continue;
+			rb_hash(t, &key, kl, &v, sizeof(v));
+			rb_put(t, "deny %s %u\n", cs, v.reason);
+		}
+	}
+}
+
+void bk_filter_readback(struct bk_filter *f, const struct bk_policy_set *ps, const struct bk_filter_att *att,
+			uint64_t cgid, struct bk_exec_result *res)
+{
+	struct rb_text t = { .cap = 32768 };
+	t.buf = malloc(t.cap);
+	t.md = EVP_MD_CTX_new();
+	if (!t.buf || !t.md || !EVP_DigestInit_ex(t.md, EVP_sha256(), NULL))
+		goto out;
+	t.buf[0] = '\0';
+	struct bk_policy pol;
+	if (bpf_map_lookup_elem(bpf_map__fd(f->skel->maps.bk_policy), &cgid, &pol)) {
+		/* no entry: every socket of the exec is refused (no_policy) */
+		rb_put(&t, "no policy entry for cgroup %llu\n", (unsigned long long)cgid);
+		snprintf(res->policy, sizeof(res->policy), "%s", "none");
+	} else {
+		rb_hash(&t, NULL, 0, &pol, sizeof(pol));
+		const char *name = NULL;
+		for (int i = 0; i < ps->n; i++)
+			if (ps->prof[i].id == pol.profile)
+				name = ps->prof[i].name;
+		if (name)
+			snprintf(res->policy, sizeof(res->policy), "%s", name);
+		else
+			snprintf(res->policy, sizeof(res->policy), "#%u", pol.profile);
+		rb_put(&t, "profile %s\nloopback %s\ndns %s\ndns_tcp %s\nicmp %s\n", res->policy,
+		       pol.flags & BK_POL_ALLOW_LOOPBACK ? "on" : "off", pol.flags & BK_POL_ALLOW_DNS ? "on" : "off",
+		       pol.flags & BK_POL_ALLOW_DNS_TCP ? "on" : "off", pol.flags & BK_POL_ALLOW_ICMP ? "on" : "off");
+		rb_lpm(&t, bpf_map__fd(f->skel->maps.bk_allow4), false, true, pol.profile);
+		rb_lpm(&t, bpf_map__fd(f->skel->maps.bk_allow6), true, true, pol.profile);
+		rb_lpm(&t, bpf_map__fd(f->skel->maps.bk_deny4), false, false, pol.profile);
+		rb_lpm(&t, bpf_map__fd(f->skel->maps.bk_deny6), true, false, pol.profile);
+	}
 	for (int i = 0; i < att->n_locals; i++) {
+		struct bk_local_key k = { .cgroup_id = cgid };
+		memcpy(k.addr, att->locals[i].addr, 16);
+		__u32 kind;
+		if (bpf_map_lookup_elem(bpf_map__fd(f->skel->maps.bk_local), &k, &kind))
+			continue;
+		rb_hash(&t, k.addr, sizeof(k.addr), &kind, sizeof(kind));
 		char a[INET6_ADDRSTRLEN];
-		const unsigned char *x = att->locals[i].addr;
-		bool v4 = !memcmp(x, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12);
-		inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? x + 12 : x, a, sizeof(a));
-		int w = snprintf(txt + off, cap - off, "%s %s\n", att->locals[i].kind == BK_LOCAL_SELF ? "self" : "resolver", a);
-		if (w > 0 && (size_t)w < cap - off)
-			off += (size_t)w;
+		bool v4 = !memcmp(k.addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12);
+		inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? k.addr + 12 : k.addr, a, sizeof(a));
+		rb_put(&t, "%s %s\n", kind == BK_LOCAL_SELF ? "self" : kind == BK_LOCAL_RESOLVER ? "resolver" : "local", a);
 	}
 	unsigned char md[32];
 	unsigned int ml = 0;
-	EVP_Digest(txt, off, md, &ml, EVP_sha256(), NULL);
-	for (int i = 0; i < 32; i++)
-		snprintf(res->policy_digest + 2 * i, 3, "%02x", md[i]);
-	snprintf(res->policy, sizeof(res->policy), "%s", p->name);
-	res->policy_rules = txt;
+	if (EVP_DigestFinal_ex(t.md, md, &ml) && ml == 32)
+		for (int i = 0; i < 32; i++)
+			snprintf(res->policy_digest + 2 * i, 3, "%02x", md[i]);
+	free(res->policy_rules);
+	res->policy_rules = t.buf;
+	t.buf = NULL;
+out:
+	free(t.buf);
+	EVP_MD_CTX_free(t.md);
 }
 
 static int watch(struct bk_engine *e, uint64_t cgid, struct bk_exec_result *res);
@@ -825,7 +925,7 @@ int bk_step_bpf(struct exec_ctx *x)
 		return bk_fail(&x->err, r, NULL, "cannot read the pod's own addresses: %s", strerror(-r));
 	if (prof->dns && (r = pod_resolvers(x->pod, &x->att)) < 0)
 		return bk_fail(&x->err, r, NULL, "cannot read the pod's resolvers: %s", strerror(-r));
-	policy_receipt(x->cfg, prof, &x->att, res);
+	snprintf(res->policy, sizeof(res->policy), "%s", prof->name); /* read back at the end */
 	x->holes0 = bk_filter_holes(f);
 	char ferr[BK_ERRMSG_MAX] = "";
 	r = bk_filter_attach(f, x->cg.v2_fd, x->cg.id, res->exec_id, pol, &x->att, ferr, sizeof(ferr));

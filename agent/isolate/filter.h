@@ -104,6 +104,16 @@ typedef void (*bk_event_fn)(const struct bk_event *e, void *ud);
 int bk_filter_events_poll(struct bk_filter *f, int timeout_ms, bk_event_fn fn, void *ud);
 uint64_t bk_filter_stat(struct bk_filter *f, int idx);
 const char *bk_reason_name(uint32_t reason);
+struct bk_policy_set;
+struct bk_exec_result;
+/* The receipt's policy as the kernel holds it now: the exec's entry in
+ * bk_policy, every allow/deny entry of its profile in the LPM maps, its
+ * address entries in bk_local; res->policy_rules rendered from what was
+ * read, res->policy_digest the SHA-256 of the bytes read (key and value
+ * of each entry, in the maps' own order; the exec's cgroup id, part of
+ * the bk_policy and bk_local keys, left out: one policy, one digest). */
+void bk_filter_readback(struct bk_filter *f, const struct bk_policy_set *ps, const struct bk_filter_att *att,
+			uint64_t cgid, struct bk_exec_result *res);
 
 struct exec_ctx;
 /* Step "bpf" of an exec: its policy entry (the profile; the pod's own

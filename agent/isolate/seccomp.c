@@ -237,73 +237,8 @@ int bk_seccomp_install(const struct bk_seccomp *f)
 	return 0;
 }
 
-/* "KEY:\tNUMBER" in the line [l, l + n): the number, else -1. */
-static int field(const char *l, size_t n, const char *key)
-{
-	size_t kl = strlen(key), j = kl + 1;
-	if (n <= j || memcmp(l, key, kl) != 0 || l[kl] != ':')
-		return -1;
-	while (j < n && (l[j] == ' ' || l[j] == '\t'))
-		j++;
-	if (j >= n || l[j] < '0' || l[j] > '9')
-		return -1;
-	int v = 0;
-	while (j < n && l[j] >= '0' && l[j] <= '9' && v < 100000)
-		v = v * 10 + (l[j++] - '0');
-	return v;
-}
-
-/* Line by line through a buffer of half a page (the file is ~1.5 KiB,
- * the two fields in its first half; each page of stack touched here is a
- * copy-on-write fault in a fresh child), stopping at the two fields. */
 int bk_seccomp_mode_self(void)
 {
 	int m = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
 	return m < 0 ? -errno : m;
-}
-
-int bk_seccomp_read_status(pid_t pid, int *mode, int *filters)
-{
-	char buf[2048], path[32] = "/proc/self/status";
-	*mode = *filters = -1;
-	if (pid > 0) {
-		/* by hand: snprintf is not async-signal-safe */
-		char d[12];
-		int n = 0;
-		for (unsigned v = (unsigned)pid; v; v /= 10)
-			d[n++] = (char)('0' + v % 10);
-		char *p = path + 6; /* after "/proc/" */
-		while (n)
-			*p++ = d[--n];
-		memcpy(p, "/status", 8);
-	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	size_t have = 0;
-	while (*mode < 0 || *filters < 0) {
-		ssize_t r = read(fd, buf + have, sizeof(buf) - have);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		have += (size_t)r;
-		size_t from = 0;
-		for (size_t i = 0; i < have; i++) {
-			if (buf[i] != '\n')
-				continue;
-			int v;
-			if ((v = field(buf + from, i - from, "Seccomp")) >= 0)
-				*mode = v;
-			else if ((v = field(buf + from, i - from, "Seccomp_filters")) >= 0)
-				*filters = v;
-			from = i + 1;
-		}
-		if (from == 0 && have == sizeof(buf))
-			from = have; /* a line longer than the buffer: not ours */
-		memmove(buf, buf + from, have - from);
-		have -= from;
-	}
-	close(fd);
-	return *mode < 0 || *filters < 0 ? -ENOENT : 0;
 }

@@ -57,6 +57,3 @@ int bk_seccomp_install(const struct bk_seccomp *f);
  * (PR_GET_SECCOMP: 2 under a filter), or -errno. Async-signal-safe. */
 int bk_seccomp_mode_self(void);
 
-/* Seccomp and Seccomp_filters of /proc/<pid>/status (pid 0: self). 0 or
- * -errno (-ENOENT: the fields are missing). Async-signal-safe. */
-int bk_seccomp_read_status(pid_t pid, int *mode, int *filters);

@@ -22,5 +22,7 @@
  *   target.c    "addr:port" probe targets (verify, the self-test)
  *   mounts.c    lines of /proc/PID/mountinfo (the wipe's roots, the
  *               masks of an exec's /proc)
+ *   procstatus.c  /proc/PID/status: credentials, capability sets,
+ *               no_new_privs, seccomp (the exec receipt's read-back)
  */
 #pragma once
