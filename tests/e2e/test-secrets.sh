@@ -227,10 +227,17 @@ refused_outside() { # ROUTE-BODY: 403 path_outside_roots, and not a byte of the 
 	test "$(code) $(jq -r .code "$T/last.json")" = "403 path_outside_roots" && ! grep -qF "$FILESENT" "$T/last.json"
 }
 for p in /run/secrets/boxkite/token /etc/../../run/secrets/boxkite/token /workspace/../run/secrets/boxkite/token \
-	/workspace/tok-link /proc/1/environ; do
+	/proc/1/environ; do
 	refused_outside "{\"path\":\"$p\"}"; r=$?
 	check "a file route aimed at $p: 403 path_outside_roots, none of its bytes ($(code) $(jq -r .code "$T/last.json"))" test "$r" = 0
 done
+# a symlink in /workspace to the token's absolute path resolves inside the
+# root (RESOLVE_IN_ROOT): to /workspace/run/secrets/boxkite/token. With a
+# decoy there, the link serves the decoy, never the file outside
+xc 'mkdir -p /workspace/run/secrets/boxkite && echo in-root-decoy > /workspace/run/secrets/boxkite/token'
+shim POST /view '{"path":"tok-link"}' -H @"$T/hdr"
+check "a symlink in /workspace to the token path resolves inside /workspace: the decoy, none of the outside file ($(code) $(jq -r '.code // .content' "$T/last.json" | head -c 60))" \
+	sh -c "test $(code) = 200 && grep -qF in-root-decoy $T/last.json && ! grep -qF '$FILESENT' $T/last.json"
 rm -f "$SBROOT/run/secrets/boxkite/token"
 ctl status > "$T/resp/status.json"; ctl inspect "$SB" > "$T/resp/inspect.json"
 MPORT=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$T/agent.log" | head -1 | sed 's/.*:\([0-9]*\)\/metrics/\1/')
