@@ -81,7 +81,7 @@ bk_exec ex1 --timeout 5 -- sh -c 'b() { b | b & }; b; sleep 3'
 check "fork bomb contained, exec returns a result (exit $(j .exit_code), $(j .duration_ms) ms)" \
 	jq -e "(.exit_code | type) == \"number\" and (.exec_id | type) == \"string\" and .isolation.pids_max == 256
 		and .duration_ms < $(scaled_ms 8000)" "$T/last.json"
-check "fork bomb: forks failed at the pids cap ($(j .stderr | sort | uniq -c | sort -rn | head -1 | tr -s ' '))" \
+check "fork bomb: forks failed at the pids cap ($(j .stderr | grep -ci fork) fork errors in stderr)" \
 	grep -qi 'fork' <<< "$(j .stderr)"
 bk_exec ex1 -- echo alive
 check "responsive after the fork bomb" test "$(j .stdout)" = alive
