@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make check: every test lane, each with its own log; failures do not stop
-# the other lanes. Ends with one "N passed, M failed" line over all lanes.
+# the other lanes. Ends with one "N passed, M failed, K skipped" line over
+# all lanes.
 set -u
 cd "$(dirname "$0")/.."
 R=build/test-results
@@ -12,9 +13,21 @@ lane() {
 	local t0=$SECONDS
 	"$@" 2>&1 | tee "$R/$name.txt"
 	local rc=${PIPESTATUS[0]}
+	# a lane that stopped early (set-up failed, killed, crashed) without a
+	# failing check of its own would drop its remaining checks from the
+	# count unseen: it counts as one failed check
+	if [ "$rc" -ne 0 ] && [ "$(failed "$R/$name.txt")" -eq 0 ]; then
+		echo "not ok - $name: the lane exited $rc without reporting a failing check (aborted)" | tee -a "$R/$name.txt"
+	fi
 	echo "=== $name: exit $rc, $((SECONDS - t0)) s"
 	[ "$rc" -eq 0 ] || status=1
 }
+# Count: "ok -"/"not ok -" lines (TAP style) and cmocka's per-test lines.
+# A check that could not run here ("skip -", cmocka's SKIPPED, a TAP
+# "ok - ... # SKIP") is counted apart, never as a pass.
+passed() { cat "$@" | grep -E '^ok - |^\[       OK \] ' | grep -vcE '^ok - .*# *SKIP'; }
+failed() { cat "$@" | grep -E '^not ok - |^\[  FAILED  \] ' | grep -vc 'test(s)'; }
+skipped() { cat "$@" | grep -E '^skip - |^ok - .*# *SKIP|^\[  SKIPPED \] ' | grep -vc 'test(s)'; }
 make --no-print-directory all unit-bins >/dev/null || { echo "build failed"; exit 1; }
 make --no-print-directory SANITIZE=1 all unit-bins >/dev/null || { echo "sanitizer build failed"; exit 1; }
 lane layout tests/layout/check.py
@@ -31,17 +44,12 @@ lane e2e-asan env BK_BIN="$PWD/build/san" tests/run-e2e.sh
 [ -x tests/valgrind.sh ] && lane valgrind env BK_BIN="$PWD/build" tests/valgrind.sh
 [ -x tests/fuzz/run.sh ] && lane fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-5}" tests/fuzz/run.sh
 
-# Count: "ok -"/"not ok -" lines (TAP style) and cmocka's per-test lines;
-# "skip -" lines (a check that could not run here) are counted apart, never
-# as passes.
-pass=$(cat "$R"/*.txt | grep -cE '^ok - |^\[       OK \] ')
-failc=$(cat "$R"/*.txt | grep -E '^not ok - |^\[  FAILED  \] ' | grep -vc 'test(s)')
-skipc=$(cat "$R"/*.txt | grep -E '^skip - |^\[  SKIPPED \] ' | grep -vc 'test(s)')
+pass=$(passed "$R"/*.txt)
+failc=$(failed "$R"/*.txt)
+skipc=$(skipped "$R"/*.txt)
 echo
 for f in "$R"/*.txt; do
-	printf '%-12s %4d passed, %d failed, %d skipped\n' "$(basename "$f" .txt)" \
-		"$(grep -cE '^ok - |^\[       OK \] ' "$f")" "$(grep -E '^not ok - |^\[  FAILED  \] ' "$f" | grep -vc 'test(s)')" \
-		"$(grep -E '^skip - |^\[  SKIPPED \] ' "$f" | grep -vc 'test(s)')"
+	printf '%-12s %4d passed, %d failed, %d skipped\n' "$(basename "$f" .txt)" "$(passed "$f")" "$(failed "$f")" "$(skipped "$f")"
 done
 [ "$failc" -eq 0 ] || status=1
 echo "$pass passed, $failc failed, $skipc skipped"

@@ -120,6 +120,10 @@ bk_netns_add() { ip netns add "$1" && NETNSES+=("$1") && ip -n "$1" link set lo 
 
 bk_cleanup() {
 	local rc=$?
+	# an exit before the end (a failed set-up, an unbound variable, a
+	# signal): the checks after that point never ran, so the test must not
+	# look like it passed them
+	[ "$rc" -eq 0 ] || not_ok "aborted (exit $rc): the checks after this point did not run"
 	bk_stop_agent >/dev/null 2>&1
 	for s in "${SANDBOXES[@]}"; do "$CTL" sandbox delete "$s" >/dev/null 2>&1; done
 	for n in "${NETNSES[@]}"; do ip netns del "$n" 2>/dev/null; done

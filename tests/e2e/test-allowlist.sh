@@ -61,14 +61,43 @@ check "a refused command never reached the exec engine" test "$(grep -c '"event"
 check "  ... and the refusal is logged with its reason" grep -q '"event":"exec_refused".*"pod":"al1".*"reason":"not_allowed"' "$T/agent.log"
 
 # --- the kernel layer: an allowed interpreter cannot start anything else ------------
-for target in id python3 sh\ -c\ id /bin/busybox; do
-	run "awk 'BEGIN{r = system(\"$target\"); print \"rc=\" r}'"
-	check "Landlock stops $target started by allowed awk" sh -c "grep -q 'Permission denied\|rc=126\|rc=127' $T/last.json && ! grep -q 'uid=' $T/last.json"
+# Each command runs twice: under the allowlist (Landlock on), where the
+# program awk starts must fail with EACCES (dash: "Permission denied",
+# status 126; 127 would mean "not found", which proves nothing), and in a
+# control session without allowed_commands (no Landlock), where the very
+# same command must succeed: so the refusal is Landlock's, not a missing
+# binary or a missing execute bit. awk's system() runs /bin/sh, which the
+# ruleset allows. The last case is a copy of an allowed binary under another
+# name, executable (planted by `runc exec` as the sandbox user: chmod is not
+# an allowed command, and each configure wipes /workspace): the parser
+# refuses it by path, Landlock too (rules follow the inode, not the name).
+LANDLOCK_CASES=(
+	"awk 'BEGIN{r = system(\"id\"); print \"rc=\" r}'"
+	"awk 'BEGIN{r = system(\"python3 -c 1\"); print \"rc=\" r}'"
+	"awk 'BEGIN{r = system(\"sh -c id\"); print \"rc=\" r}'"
+	"awk 'BEGIN{r = system(\"/bin/busybox true\"); print \"rc=\" r}'"
+	"awk 'BEGIN{r = system(\"/workspace/myls /workspace\"); print \"rc=\" r}'"
+)
+plant_myls() {
+	runc --root /run/runc exec --user 1000:1000 "$(sb al1 sandbox_container_id)" \
+		sh -c 'cp /usr/bin/ls /workspace/myls && chmod 755 /workspace/myls && test -x /workspace/myls'
+}
+check "an executable copy of ls planted in /workspace (Landlock session)" plant_myls
+for c in "${LANDLOCK_CASES[@]}"; do
+	run "$c"
+	o="$(jb .status) $(jb .body.isolation.landlock) $(jb .body.stdout | tr '\n' ' ')$(jb .body.stderr | tr '\n' ' ')"
+	check "Landlock stops what allowed awk starts: $c -> EACCES ($o)" \
+		sh -c 'case "$1" in "200 true rc=126 "*"Permission denied"*) exit 0;; *) exit 1;; esac' _ "$o"
 done
-# a copy of an allowed binary under another name: the parser refuses it by
-# path, and Landlock would too (rules follow the inode, not the name)
-run "awk 'BEGIN{system(\"cat /usr/bin/ls > /workspace/myls\"); r = system(\"/workspace/myls /\"); print \"rc=\" r}'"
-check "Landlock stops a binary written into /workspace" grep -q 'rc=126\|Permission denied' "$T/last.json"
+# the control: the same commands in a session without an allowlist
+call configure '{"sandbox":"al1","session_id":"s1-control"}' > /dev/null
+check "an executable copy of ls planted in /workspace (control session)" plant_myls
+for c in "${LANDLOCK_CASES[@]}"; do
+	run "$c"
+	o="$(jb .status) $(jb .body.isolation.landlock) $(jb .body.stdout | tr '\n' ' ')"
+	check "control without Landlock: $c runs ($o)" \
+		sh -c 'case "$1" in "200 false "*"rc=0 ") exit 0;; *) exit 1;; esac' _ "$o"
+done
 
 # --- fail closed --------------------------------------------------------------------------
 bk_stop_agent; bk_start_agent '{"testing":{"allow_unsafe":true,"fault":"landlock"}}'

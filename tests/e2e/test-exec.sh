@@ -76,7 +76,13 @@ check "fork flood hits the pids cap" grep -qi 'fork' <<< "$(j .stderr)"
 bk_exec ex1 -- echo alive
 check "node and sandbox responsive after the fork flood" test "$(j .stdout)" = alive
 bk_exec ex1 --timeout 5 -- sh -c 'b() { b | b & }; b; sleep 3'
-check "fork bomb contained, exec returns" test "$(j .exit_code)" != ""
+# a result, not a refusal or an error: an exit code (a number), the exec's
+# receipt, back within the timeout plus a margin; the bomb hit the pids cap
+check "fork bomb contained, exec returns a result (exit $(j .exit_code), $(j .duration_ms) ms)" \
+	jq -e "(.exit_code | type) == \"number\" and (.exec_id | type) == \"string\" and .isolation.pids_max == 256
+		and .duration_ms < $(scaled_ms 8000)" "$T/last.json"
+check "fork bomb: forks failed at the pids cap ($(j .stderr | grep -ci fork) fork errors in stderr)" \
+	grep -qi 'fork' <<< "$(j .stderr)"
 bk_exec ex1 -- echo alive
 check "responsive after the fork bomb" test "$(j .stdout)" = alive
 
@@ -90,11 +96,22 @@ check "timeout: timed_out true" test "$(j .timed_out)" = true
 check "timeout: returned within 3 s" test "$(j '.duration_ms < 3000')" = true
 check "timeout: nothing of it survives" sh -c "! pgrep -f 'sleep 1234[.]7' >/dev/null"
 
-"$CTL" --admin-socket "$T/admin.sock" exec ex1 --timeout 60 -- sleep 1234.8 >/dev/null 2>&1 & cp=$!
-for _ in $(seq 1 50); do pgrep -f '^sleep 1234[.]8' >/dev/null && break; sleep 0.05; done
+# the command proves it started (a marker in the workspace, then the sleep
+# under a name of its own); only then the requester hangs up
+bk_exec ex1 -- rm -f /workspace/hup-started
+gone_before=$(grep -c '"outcome":"requester_gone"' "$T/agent.log")
+"$CTL" --admin-socket "$T/admin.sock" exec ex1 --timeout 60 -- sh -c 'echo $$ > /workspace/hup-started; exec sleep 1234.8' >/dev/null 2>&1 & cp=$!
+hpid=
+for _ in $(seq 1 $((100 * TIME_SCALE))); do hpid=$(pgrep -f '^sleep 1234[.]8') && break; sleep 0.05; done
+bk_exec ex1 -- cat /workspace/hup-started
+check "hang-up: the command had started (marker written, sleep running as pid ${hpid:-none})" \
+	sh -c "test -n '$hpid' && test -n '$(j .stdout)' && kill -0 $hpid"
 kill -9 $cp; wait $cp 2>/dev/null
-for _ in $(seq 1 40); do pgrep -f '^sleep 1234[.]8' >/dev/null || break; sleep 0.05; done
-check "a requester that hangs up takes its exec with it" sh -c "! pgrep -f '^sleep 1234[.]8' >/dev/null"
+for _ in $(seq 1 $((40 * TIME_SCALE))); do [ -n "$hpid" ] && kill -0 "$hpid" 2>/dev/null || break; sleep 0.05; done
+check "a requester that hangs up takes its exec with it (pid ${hpid:-none} killed)" \
+	sh -c "test -n '$hpid' && ! kill -0 $hpid 2>/dev/null && ! pgrep -f '^sleep 1234[.]8' >/dev/null"
+check "  ... the agent says why (requester_gone)" \
+	test "$(grep -c '"outcome":"requester_gone"' "$T/agent.log")" -gt "$gone_before"
 
 bk_exec ex1 -- python3 -c 'b = bytearray(900 * 1024 * 1024); print("survived")'
 check "memory hog killed by the memory cap" sh -c "test \"$(j .exit_code)\" = 137 && ! grep -q survived $T/last.json"

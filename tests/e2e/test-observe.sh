@@ -35,8 +35,14 @@ check "bpftool cgroup tree lists the exec cgroup with the bk_ programs" \
 	sh -c "bpftool cgroup tree $CG2 | grep -A8 '$(basename "$CG")' | grep -q bk_connect4"
 check "bpftool cgroup show: all six on the exec cgroup" test "$(bpftool cgroup show "$CG" | grep -c ' bk_')" = 6
 check "bpftool prog show names the programs" test "$(bpftool prog show | grep -cE 'name bk_(sock_create|connect4|connect6|sendmsg4|sendmsg6|egress)')" -ge 6
-check "bpftool map dump pinned bk_policy has the exec's cgroup id" \
-	sh -c "bpftool -j map dump pinned $BPFFS/bk_policy | jq -e '.[] | select(.key == (\"$CGID\" | tonumber))' >/dev/null || bpftool map dump pinned $BPFFS/bk_policy | grep -q ."
+# the entry of this exec's cgroup id (u64 key), in either form bpftool
+# prints: with BTF ("formatted": {"key": N}) or raw little-endian bytes
+# (["0x..", ...])
+CGID_LE=$(printf '%016x' "${CGID:-0}" | sed 's/../"0x&"\n/g' | tac | paste -sd, | sed 's/.*/[&]/')
+bpftool -j map dump pinned "$BPFFS/bk_policy" > "$T/policy-dump.json"
+check "bpftool map dump pinned bk_policy has an entry for the exec's cgroup id $CGID" \
+	jq -e --argjson id "${CGID:-0}" --argjson le "$CGID_LE" \
+	'[.[] | select(.formatted.key == $id or .key == $id or .key == $le)] | length == 1' "$T/policy-dump.json"
 live_ok=1
 for cg in $(find $CG2/kubepods -name 'boxkite-exec-*' -type d); do
 	[ "$(bpftool cgroup show "$cg" | grep -c ' bk_')" = 6 ] || live_ok=0

@@ -208,10 +208,37 @@ check "a non-string secret_env value: 400, without the value" sh -c "test $(code
 head -c $((9 * 1024 * 1024)) /dev/zero | tr '\0' x > "$T/big"
 shim POST /exec "@$T/big" -H @"$T/hdr"
 check "an oversized body: 413" test "$(code)" = 413
-shim POST /view '{"path":"/etc/../../run/secrets/boxkite/token"}' -H @"$T/hdr"
-check "a file route aimed at the shim's token: refused ($(code))" sh -c "case $(code) in 400|403|404) exit 0;; *) exit 1;; esac"
-shim POST /view '{"path":"/proc/1/environ"}' -H @"$T/hdr"
-check "a file route aimed at /proc: refused ($(code))" sh -c "case $(code) in 400|403|404) exit 0;; *) exit 1;; esac"
+# File routes aimed outside the roots, at paths that EXIST in the sandbox
+# and that the sandbox user can read (so only the roots check can refuse
+# them, and a 404 would prove nothing): the shim's token path, which the
+# sandbox does not mount, gets a file with a sentinel in the sandbox's root
+# (as on a node where it is there); /proc/1/environ is the container init's.
+FILESENT="bkFileSent$(rnd)"
+SBROOT=/run/boxkite/local/$SB/sandbox/rootfs
+printf '%s\n' "$FILESENT" > "$SBROOT/run/secrets/boxkite/token" && chmod 644 "$SBROOT/run/secrets/boxkite/token"
+xc 'cat /run/secrets/boxkite/token; ln -s /run/secrets/boxkite/token /workspace/tok-link; cp /run/secrets/boxkite/token /workspace/tok-copy; test -r /proc/1/environ && echo environ-readable'
+check "control: the sandbox user reads the planted token file and /proc/1/environ (the paths exist)" \
+	test "$(j .stdout | tr '\n' ' ')" = "$FILESENT environ-readable "
+shim POST /view '{"path":"tok-copy"}' -H @"$T/hdr"
+check "control: /view of the copy inside /workspace serves it ($(code))" \
+	sh -c "test $(code) = 200 && grep -qF '$FILESENT' $T/last.json"
+refused_outside() { # ROUTE-BODY: 403 path_outside_roots, and not a byte of the file
+	shim POST /view "$1" -H @"$T/hdr"
+	test "$(code) $(jq -r .code "$T/last.json")" = "403 path_outside_roots" && ! grep -qF "$FILESENT" "$T/last.json"
+}
+for p in /run/secrets/boxkite/token /etc/../../run/secrets/boxkite/token /workspace/../run/secrets/boxkite/token \
+	/proc/1/environ; do
+	refused_outside "{\"path\":\"$p\"}"; r=$?
+	check "a file route aimed at $p: 403 path_outside_roots, none of its bytes ($(code) $(jq -r .code "$T/last.json"))" test "$r" = 0
+done
+# a symlink in /workspace to the token's absolute path resolves inside the
+# root (RESOLVE_IN_ROOT): to /workspace/run/secrets/boxkite/token. With a
+# decoy there, the link serves the decoy, never the file outside
+xc 'mkdir -p /workspace/run/secrets/boxkite && echo in-root-decoy > /workspace/run/secrets/boxkite/token'
+shim POST /view '{"path":"tok-link"}' -H @"$T/hdr"
+check "a symlink in /workspace to the token path resolves inside /workspace: the decoy, none of the outside file ($(code) $(jq -r '.code // .content' "$T/last.json" | head -c 60))" \
+	sh -c "test $(code) = 200 && grep -qF in-root-decoy $T/last.json && ! grep -qF '$FILESENT' $T/last.json"
+rm -f "$SBROOT/run/secrets/boxkite/token"
 ctl status > "$T/resp/status.json"; ctl inspect "$SB" > "$T/resp/inspect.json"
 MPORT=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$T/agent.log" | head -1 | sed 's/.*:\([0-9]*\)\/metrics/\1/')
 curl -s --max-time 5 "http://127.0.0.1:$MPORT/metrics" > "$T/resp/agent-metrics.txt"

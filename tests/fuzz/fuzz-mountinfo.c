@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Fuzz bk_mountinfo_parse (agent/cgroup.c) on /proc/self/mountinfo text.
+/* Fuzz bk_mountinfo_parse (agent/isolate/cgroup.c) on /proc/self/mountinfo text.
  * The result must name mount points that occur in the text, fit their
  * buffers, and success must mean a cgroup2 mount was found. */
 #include "fuzz.h"

@@ -6,7 +6,8 @@
 #   - the npm packages pinned in package-lock.json, into
 #     tests/manifests/node_modules (npm ci, only when the lock file changed)
 # Output: one `ok - ...` / `not ok - ...` line per check, then
-# `N passed, M failed` as the last line. Exit status 1 if any check failed.
+# `N passed, M failed, K skipped` as the last line (a check that cannot run
+# here, e.g. kustomize without kubectl, is `skip - ...`, never a pass). Exit status 1 if any check failed.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -48,7 +49,7 @@ setup() {
 # A failed set-up is a failed check, reported in the same format.
 if ! setup; then
   echo "not ok - manifest test set-up (packages, npm ci): see the messages above"
-  echo "0 passed, 1 failed"
+  echo "0 passed, 1 failed, 0 skipped"
   exit 1
 fi
 

@@ -9,8 +9,10 @@
 # Everything listens on 127.0.0.1 only, on random free ports; a throwaway EC
 # key/certificate is made in a mktemp directory. Every process started here
 # is killed on exit and the directory removed. Each check prints
-# "ok - name" or "not ok - name: why"; the last line is "N passed, M failed"
-# and the exit status is non-zero if anything failed.
+# "ok - name", "not ok - name: why" or "skip - name: why" (a check that
+# cannot run here, never a pass); the last line is "N passed, M failed, K
+# skipped" and the exit status is non-zero if anything failed. A run that
+# stops before its end (set-up failed, a signal) says so as a failed check.
 set -uo pipefail
 
 cd "$(dirname "$0")/../.." || exit 1
@@ -20,7 +22,7 @@ FAKE=tests/shim/fake-agent.py
 CLIENT=tests/shim/client.py
 if [ ! -x "$SHIM" ]; then
 	echo "not ok - setup: $SHIM not found (build it: make build/boxkite-shim)"
-	echo "0 passed, 1 failed"
+	echo "0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
 SANITIZED=0
@@ -30,19 +32,25 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 PASS=0
 FAIL=0
+SKIP=0
+DONE=0
 ok() { echo "ok - $1"; PASS=$((PASS + 1)); }
 notok() { echo "not ok - $1: $2"; FAIL=$((FAIL + 1)); }
+skip() { echo "skip - $1: $2"; SKIP=$((SKIP + 1)); }
 note() { echo "# $*"; }
 
 T=$(mktemp -d /tmp/bk-shim-test.XXXXXX)
 PIDS=()
 cleanup() {
-	local p
+	local rc=$? p
+	[ "$DONE" = 1 ] || notok "aborted" "the run stopped before its end (exit $rc): the checks after this point did not run"
 	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	sleep 0.2
 	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	rm -rf "$T"
+	echo "$PASS passed, $FAIL failed, $SKIP skipped"
+	[ "$FAIL" = 0 ] || exit 1
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -123,7 +131,6 @@ MAIN_ENV=(SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT="$T/pod.crt" SIDEC
 	SIDECAR_MAX_BODY=1048576 SIDECAR_MAX_CONCURRENT=3 SIDECAR_CONN_TIMEOUT=3)
 if ! start_shim MAIN "$P_MAIN" "${MAIN_ENV[@]}"; then
 	notok setup "shim did not start: $(head -c 600 "$T/MAIN.log")"
-	echo "$PASS passed, $FAIL failed"
 	exit 1
 fi
 M="https://127.0.0.1:$P_MAIN"
@@ -587,7 +594,7 @@ P_V6=$(free_port)
 if start_shim V6 "$P_V6" SIDECAR_TLS_DISABLED=true SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_LISTEN="[::1]:$P_V6"; then
 	hc "http://[::1]:$P_V6/health"
 	[ "$CODE" = 200 ] && ok "SIDECAR_LISTEN=[::1]:port" || notok "IPv6 listen" "code $CODE"
-else note "IPv6 loopback unavailable here; [::1] listen not checked"; fi
+else skip "SIDECAR_LISTEN=[::1]:port" "IPv6 loopback unavailable here"; fi
 
 # ---- SIGTERM: stop accepting, finish, exit 0 ----------------------------------
 C0=$(count)
@@ -605,16 +612,21 @@ rc=$?
 if [ "$(cat "$T/drain")" = 200 ] && [ $rc = 0 ] && [ "$refused" = 7 ]; then
 	ok "SIGTERM: in-flight request finished (200), new connections refused, exit 0"
 else notok "SIGTERM drain" "in-flight $(cat "$T/drain"), new-connection curl rc $refused, shim exit $rc"; fi
+# each of the other shims (those that were started): SIGINT ends it with
+# exit 0, within 5 s, and it logged its stop
 for n in PLAIN NOTOKEN EMPTYTOKEN V6; do
 	pid_var="${n}_PID"
 	pid=${!pid_var:-}
 	[ -n "$pid" ] || continue
-	kill -INT "$pid" 2>/dev/null
+	if ! kill -0 "$pid" 2>/dev/null; then notok "SIGINT $n" "the shim was not running before the signal"; continue; fi
+	kill -INT "$pid"
+	for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+	if kill -0 "$pid" 2>/dev/null; then notok "SIGINT $n" "still running 5 s after SIGINT"; continue; fi
 	wait "$pid"
 	rc=$?
-	[ $rc = 0 ] || notok "SIGINT $n" "exit $rc"
+	if [ $rc = 0 ] && grep -q '"msg":"stopped"' "$T/$n.log"; then ok "SIGINT: shim $n exited 0 and logged its stop"
+	else notok "SIGINT $n" "exit $rc, log: $(tail -1 "$T/$n.log" | head -c 200)"; fi
 done
-ok "SIGINT: the other shims exited"
 
 # ---- logs ---------------------------------------------------------------------
 LOGS=("$T"/*.log)
@@ -654,5 +666,4 @@ if grep -lE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|WARNING: ThreadSanitiz
 	done
 else ok "no sanitizer reports$([ $SANITIZED = 1 ] && echo ' (ASan+UBSan build)')"; fi
 
-echo "$PASS passed, $FAIL failed"
-[ "$FAIL" = 0 ]
+DONE=1

@@ -46,7 +46,11 @@ if [ "${1:-}" = --inside ]; then
 		[ -f "$f" ] || { echo "not ok - $tag $t: no such test ($f)"; fail=1; continue; }
 		echo "== $f ($BK_BIN, kernel $(uname -r))"
 		s=$SECONDS
-		timeout --kill-after=10 "${BK_VM_TEST_TIMEOUT:-1500}" bash "$f" 2>&1 | prefix
+		# a test without its closing summary (lib.sh's exit trap) was killed
+		# or crashed: its remaining checks count as a failure
+		timeout --kill-after=10 "${BK_VM_TEST_TIMEOUT:-1500}" bash "$f" 2>&1 | prefix |
+			awk -v n="$t" -v tag="$tag" '{ print; fflush() } index($0, "# " n ": ") == 1 && / passed, / { seen = 1 }
+				END { if (!seen) print "not ok - " tag " " n ": ended without its summary: its remaining checks did not run" }'
 		rc=${PIPESTATUS[0]}
 		echo "# $t: exit $rc, $((SECONDS - s)) s"
 		[ "$rc" -eq 0 ] || fail=1
