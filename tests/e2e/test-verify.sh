@@ -124,7 +124,7 @@ kill $ep 2>/dev/null; wait $ep 2>/dev/null
 bk_stop_agent; bk_start_agent "$UNSAFE" || { not_ok "agent starts with the BPF layer off"; exit 1; }
 verify vf-iso iso-off
 check "BPF off: isolated verify fails (json $RC_J, human $RC_H)" test "$(vj iso-off .passed)/$RC_J/$RC_H" = false/1/1
-check "BPF off: names the bpf layer ($(vj iso-off -c .layers.bpf))" test "$(vj iso-off .layers.bpf.held)" = false
+check "BPF off: names the bpf layer ($(jq -c .layers.bpf "$T/v-iso-off.json"))" test "$(vj iso-off .layers.bpf.held)" = false
 check "BPF off: the human form says bpf DID NOT HOLD" grep -q 'bpf 0 programs DID NOT HOLD' "$T/v-iso-off.txt"
 check "BPF off: the fresh netns still stops each probe, named netns ($(vj iso-off '[.probes[] | "\(.outcome)/\(.layer)/\(.reason)"] | unique | join(",")'))" \
 	test "$(vj iso-off '[.probes[] | "\(.outcome)/\(.layer)/\(.reason)"] | unique | join(",")')" = stopped/netns/ENETUNREACH
