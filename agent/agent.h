@@ -65,6 +65,10 @@ struct bk_agent {
 	uint64_t selftest_runs, selftest_failures;
 	int64_t selftest_last_ok; /* unix seconds, 0 = never */
 	char selftest_error[512];
+	/* its netns read-back (under stats_lock): when it last made a fresh
+	 * namespace and what netlink listed there, comma-separated */
+	int64_t netns_checked_at; /* unix seconds, 0 = never */
+	char netns_fresh_ifaces[256];
 	/* denials by sandbox and reason; per-pod counters (under stats_lock) */
 	pthread_mutex_t stats_lock;
 	struct bk_deny_series deny[BK_MAX_DENY_SERIES];

@@ -133,10 +133,43 @@ static cJSON *pod_report_json(const struct bk_pod_report *r)
 		cJSON_AddStringToObject(o, "policy", r->policy);
 		cJSON_AddStringToObject(o, "profile_digest", r->profile_digest);
 		cJSON *layers = cJSON_AddObjectToObject(o, "layers");
-		cJSON_AddStringToObject(layers, "netns", r->netns_fresh ? "fresh" : "pod");
+		cJSON_AddStringToObject(layers, "netns",
+					!r->netns_fresh ? "pod" : r->layer_netns_held ? "fresh" : "not_held");
 		cJSON_AddBoolToObject(layers, "bpf", r->layer_bpf);
 		cJSON_AddBoolToObject(layers, "seccomp", r->layer_seccomp);
-		cJSON_AddBoolToObject(layers, "cgroup", true);
+		cJSON_AddBoolToObject(layers, "cgroup", r->layer_cgroup);
+		/* what each of those was read back from */
+		cJSON *ev = cJSON_AddObjectToObject(o, "layer_evidence");
+		cJSON *cg = cJSON_AddObjectToObject(ev, "cgroup");
+		cJSON_AddStringToObject(cg, "path", r->cg.path);
+		if (r->cg.opened)
+			cJSON_AddNumberToObject(cg, "cgroup_id", (double)r->cg.cgroup_id);
+		else
+			cJSON_AddNullToObject(cg, "cgroup_id");
+		cJSON_AddStringToObject(cg, "controllers", r->cg.controllers);
+		if (r->cg.pids)
+			cJSON_AddStringToObject(cg, "pids", r->cg.pids);
+		else
+			cJSON_AddNullToObject(cg, "pids");
+		if (r->cg.memory)
+			cJSON_AddStringToObject(cg, "memory", r->cg.memory);
+		else
+			cJSON_AddNullToObject(cg, "memory");
+		cJSON *bp = cJSON_AddObjectToObject(ev, "bpf");
+		cJSON_AddBoolToObject(bp, "loaded", r->bpfck.loaded);
+		cJSON_AddNumberToObject(bp, "programs_pinned", r->bpfck.programs_pinned);
+		cJSON_AddBoolToObject(bp, "policy_map", r->bpfck.policy_map);
+		cJSON_AddNumberToObject(bp, "live_execs", r->bpfck.live_execs);
+		cJSON_AddNumberToObject(bp, "live_execs_complete", r->bpfck.live_execs_complete);
+		cJSON *ns = cJSON_AddObjectToObject(ev, "netns");
+		cJSON_AddNumberToObject(ns, "checked_unix", (double)r->nsck.checked_at);
+		cJSON *fi = cJSON_AddArrayToObject(ns, "fresh_interfaces");
+		char tmp[256];
+		snprintf(tmp, sizeof(tmp), "%s", r->nsck.fresh_interfaces);
+		for (char *sv = NULL, *t = strtok_r(tmp, ",", &sv); t; t = strtok_r(NULL, ",", &sv))
+			cJSON_AddItemToArray(fi, cJSON_CreateString(t));
+		cJSON_AddNumberToObject(ns, "live_execs", r->nsck.live_execs);
+		cJSON_AddNumberToObject(ns, "live_execs_lo_only", r->nsck.live_execs_lo_only);
 	} else {
 		cJSON_AddStringToObject(o, "policy_error", r->policy_error);
 	}
@@ -269,6 +302,7 @@ char *bk_api_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *arg
 	if (!v.ran) {
 		/* the context itself could not be built: that is a failed verify */
 		cJSON_AddBoolToObject(out, "passed", false);
+		cJSON_AddItemToObject(out, "probes", cJSON_CreateArray());
 		cJSON_AddStringToObject(out, "error", v.error);
 		return bk_api_respond(200, out);
 	}
@@ -287,16 +321,19 @@ char *bk_api_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *arg
 	cJSON_AddNumberToObject(ls, "mode", v.seccomp.mode);
 	cJSON_AddNumberToObject(ls, "filters", v.seccomp.filters);
 	cJSON_AddBoolToObject(ls, "held", v.seccomp.held);
+	/* {"name", "address", "outcome", "layer"?, "reason"?, "ms"}: the shape scripts rely on (docs/api.md) */
 	cJSON *probes = cJSON_AddArrayToObject(out, "probes");
-	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
+	for (int i = 0; i < v.n_probes; i++) {
 		const struct bk_verify_probe *pr = &v.probes[i];
 		cJSON *pj = cJSON_CreateObject();
-		cJSON_AddStringToObject(pj, "target", pr->target);
+		cJSON_AddStringToObject(pj, "name", pr->name);
 		cJSON_AddStringToObject(pj, "address", pr->address);
-		cJSON_AddStringToObject(pj, "result", pr->result);
+		cJSON_AddStringToObject(pj, "outcome", bk_probe_outcome_name(pr->outcome));
+		if (pr->layer)
+			cJSON_AddStringToObject(pj, "layer", pr->layer);
+		if (pr->reason[0])
+			cJSON_AddStringToObject(pj, "reason", pr->reason);
 		cJSON_AddNumberToObject(pj, "ms", pr->ms);
-		cJSON_AddStringToObject(pj, "layer", pr->layer);
-		cJSON_AddBoolToObject(pj, "stopped", pr->stopped);
 		cJSON_AddItemToArray(probes, pj);
 	}
 	cJSON_AddBoolToObject(out, "passed", v.passed);

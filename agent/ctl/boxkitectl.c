@@ -252,6 +252,13 @@ static int cmd_verify(int argc, char **argv)
 		return 1;
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(resp, "body");
 	bool passed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "passed"));
+	const cJSON *pq;
+	cJSON_ArrayForEach(pq, cJSON_GetObjectItemCaseSensitive(b, "probes"))
+	{
+		const char *oc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pq, "outcome"));
+		if (!oc || !(streq(oc, "stopped") || streq(oc, "allowed")))
+			passed = false;
+	}
 	if (json) {
 		char *t = cJSON_PrintUnformatted(b);
 		puts(t);
@@ -277,18 +284,41 @@ static int cmd_verify(int argc, char **argv)
 			       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ls, "held")) ? "held" : "DID NOT HOLD");
 		if (ln && lb)
 			printf("\n");
-		printf("%-16s %-28s %-14s %9s  %s\n", "probe", "address", "result", "ms", "stopped by");
+		/* one line per probe with its outcome */
+		int n[4] = { 0 }, bad = 0;
+		static const char *const outcomes[4] = { "stopped", "allowed", "reached", "skipped" };
+		printf("%-16s %-30s %-8s %9s  %s\n", "probe", "address", "outcome", "ms", "by / why");
 		const cJSON *pj;
 		cJSON_ArrayForEach(pj, cJSON_GetObjectItemCaseSensitive(b, "probes"))
 		{
-			bool stopped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pj, "stopped"));
-			printf("%-16s %-28s %-14s %9.2f  %s\n", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "target")),
-			       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "address")),
-			       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "result")),
-			       cJSON_GetObjectItemCaseSensitive(pj, "ms")->valuedouble,
-			       stopped ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "layer")) : "NOT STOPPED");
+			const char *oc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "outcome"));
+			const char *layer = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "layer"));
+			const char *why = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "reason"));
+			const cJSON *ms = cJSON_GetObjectItemCaseSensitive(pj, "ms");
+			int k = 0;
+			while (k < 4 && !(oc && streq(oc, outcomes[k])))
+				k++;
+			if (k < 4)
+				n[k]++;
+			if (k >= 2)
+				bad++;
+			char detail[160];
+			if (layer)
+				snprintf(detail, sizeof(detail), "%s (%s)", layer, why ? why : "");
+			else
+				snprintf(detail, sizeof(detail), "%s", why ? why : "");
+			printf("%-16s %-30s %-8s %9.2f  %s\n", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "name")),
+			       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pj, "address")), oc ? oc : "?",
+			       cJSON_IsNumber(ms) ? ms->valuedouble : 0.0, detail);
 		}
-		printf("%s\n", passed ? "PASSED: every probe was stopped" : "FAILED");
+		/* never PASSED when a probe was skipped or reached, whatever the agent said */
+		if (bad)
+			passed = false;
+		if (passed)
+			printf("PASSED: %d stopped, %d allowed as the profile expects\n", n[0], n[1]);
+		else
+			printf("FAILED: %d stopped, %d allowed, %d reached, %d skipped%s\n", n[0], n[1], n[2], n[3],
+			       bad ? "" : " (a layer did not hold, or a probe did not end as the profile expects)");
 	}
 	cJSON_Delete(resp);
 	return passed ? 0 : 1;

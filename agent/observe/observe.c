@@ -295,6 +295,103 @@ static int read_execs(struct bk_agent *a, const struct bk_pod *p, struct bk_pod_
 	return r;
 }
 
+/* The cgroup layer of a pod: its v2 cgroup opens and has an id, and the
+ * pids and memory caps of an exec have a controller: in the pod's v2
+ * cgroup.controllers, or the pod's directory in the v1 hierarchy. */
+static void read_cgroup_layer(struct bk_agent *a, const struct bk_pod *p, struct bk_pod_report *o)
+{
+	const struct bk_cgroup_mounts *m = &a->engine.mounts;
+	snprintf(o->cg.path, sizeof(o->cg.path), "%s%s", m->v2, p->pod_v2);
+	_cleanup_close_ int fd = open(o->cg.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	uint64_t id = 0;
+	o->cg.opened = fd >= 0 && bk_cgroup_id(o->cg.path, &id) == 0;
+	o->cg.cgroup_id = id;
+	_cleanup_free_ char *ctl = NULL;
+	if (fd >= 0 && read_file_at(fd, "cgroup.controllers", sizeof(o->cg.controllers) - 1, &ctl, NULL) >= 0) {
+		ctl[strcspn(ctl, "\n")] = '\0';
+		snprintf(o->cg.controllers, sizeof(o->cg.controllers), "%s", ctl);
+	}
+	char words[260];
+	snprintf(words, sizeof(words), " %s ", o->cg.controllers);
+	struct stat st;
+	char d[4700];
+	if (m->v2_pids && strstr(words, " pids "))
+		o->cg.pids = "v2";
+	else if (!m->v2_pids && m->pids[0] && snprintf(d, sizeof(d), "%s%s", m->pids, p->pod_v2) > 0 &&
+		 stat(d, &st) == 0 && S_ISDIR(st.st_mode))
+		o->cg.pids = "v1";
+	if (m->v2_memory && strstr(words, " memory "))
+		o->cg.memory = "v2";
+	else if (!m->v2_memory && m->memory[0] && snprintf(d, sizeof(d), "%s%s", m->memory, p->pod_v2) > 0 &&
+		 stat(d, &st) == 0 && S_ISDIR(st.st_mode))
+		o->cg.memory = "v1";
+	o->layer_cgroup = o->cg.opened && o->cg.pids && o->cg.memory;
+}
+
+/* The BPF layer: each of the six pins holds the program the agent loaded,
+ * the policy map opens, and every live exec cgroup of the pod carries all
+ * six (bpf_prog_query in read_exec). */
+static void read_bpf_layer(struct bk_agent *a, struct bk_pod_report *o)
+{
+	struct bk_filter *f = a->engine.filter;
+	o->bpfck.loaded = f != NULL;
+	if (!f)
+		return;
+	const struct bk_prog_desc *pd = bk_filter_progs(f);
+	for (int i = 0; i < BK_NPROGS; i++) {
+		char path[600];
+		snprintf(path, sizeof(path), "%s/%s", a->cfg.bpffs, pd[i].name);
+		int fd = bpf_obj_get(path);
+		if (fd < 0)
+			continue;
+		struct bpf_prog_info info = { 0 };
+		__u32 l = sizeof(info);
+		if (bpf_obj_get_info_by_fd(fd, &info, &l) == 0 && info.id == pd[i].id)
+			o->bpfck.programs_pinned++;
+		close(fd);
+	}
+	char pp[600];
+	snprintf(pp, sizeof(pp), "%s/bk_policy", a->cfg.bpffs);
+	int pfd = bpf_obj_get(pp);
+	o->bpfck.policy_map = pfd >= 0;
+	if (pfd >= 0)
+		close(pfd);
+	for (size_t i = 0; i < o->n_execs; i++) {
+		o->bpfck.live_execs++;
+		o->bpfck.live_execs_complete += o->execs[i].have_bpf && o->execs[i].bpf_complete;
+	}
+	o->layer_bpf = o->bpfck.programs_pinned == BK_NPROGS && o->bpfck.policy_map &&
+		       o->bpfck.live_execs_complete == o->bpfck.live_execs;
+}
+
+/* The netns layer: the self-test's last fresh namespace held only lo, and
+ * so does the namespace of each live exec of a fresh profile. */
+static void read_netns_layer(struct bk_agent *a, struct bk_pod_report *o)
+{
+	pthread_mutex_lock(&a->stats_lock);
+	o->nsck.checked_at = a->netns_checked_at;
+	snprintf(o->nsck.fresh_interfaces, sizeof(o->nsck.fresh_interfaces), "%s", a->netns_fresh_ifaces);
+	pthread_mutex_unlock(&a->stats_lock);
+	if (!o->netns_fresh)
+		return;
+	for (size_t i = 0; i < o->n_execs; i++) {
+		const struct bk_obs_exec *x = &o->execs[i];
+		if (!x->have_ifaces)
+			continue;
+		o->nsck.live_execs++;
+		o->nsck.live_execs_lo_only += x->n_ifaces == 1 && streq(x->ifaces[0], "lo");
+	}
+	o->layer_netns_held = o->nsck.checked_at > 0 && streq(o->nsck.fresh_interfaces, "lo") &&
+			      o->nsck.live_execs_lo_only == o->nsck.live_execs;
+}
+
+static void read_layers(struct bk_agent *a, const struct bk_pod *p, struct bk_pod_report *o)
+{
+	read_cgroup_layer(a, p, o);
+	read_bpf_layer(a, o);
+	read_netns_layer(a, o);
+}
+
 int bk_obs_pod_report(struct bk_agent *a, const struct bk_pod *p, bool with_node_objects, struct bk_pod_report *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -313,12 +410,12 @@ int bk_obs_pod_report(struct bk_agent *a, const struct bk_pod *p, bool with_node
 		int n = bk_policy_canon(&a->cfg.policy, prof, txt, sizeof(txt));
 		sha256_hex(txt, n > 0 ? (size_t)n : 0, o->profile_digest);
 		o->netns_fresh = a->cfg.layer_netns && prof->fresh_netns;
-		o->layer_bpf = a->engine.filter != NULL;
 		o->layer_seccomp = a->cfg.layer_seccomp;
 	}
 	if (a->engine.filter && with_node_objects)
 		read_node_objects(a, o);
 	int r = read_execs(a, p, o);
+	read_layers(a, p, o);
 	pthread_mutex_lock(&a->stats_lock);
 	for (int i = 0; i < a->n_deny && o->n_denials < BK_MAX_DENY_SERIES; i++)
 		if (streq(a->deny[i].pod, p->pod_name) && streq(a->deny[i].ns, p->pod_namespace)) {
@@ -438,43 +535,138 @@ static const char VERIFY_PY[] =
 	"        r = errno.errorcode.get(e.errno, str(e.errno))\n"
 	"    print('PROBE %s %s %.2f' % (name, r, (time.monotonic() - t0) * 1000), flush=True)\n";
 
-/* What one probe's line says, and which layer stopped it: a BPF denial of
- * that address, or no route. */
-static void judge_probe(const struct bk_agent *a, int i, const char *so, const struct bk_exec_result *res,
-			struct bk_verify_probe *pr)
+const char *bk_probe_outcome_name(enum bk_probe_outcome o)
+{
+	switch (o) {
+	case BK_PROBE_STOPPED: return "stopped";
+	case BK_PROBE_ALLOWED: return "allowed";
+	case BK_PROBE_REACHED: return "reached";
+	default: return "skipped";
+	}
+}
+
+void bk_probe_judge(struct bk_verify_probe *pr, const char *denial, const char *eperm_layer, bool fresh_netns)
+{
+	const char *r = pr->result;
+	pr->layer = NULL;
+	if (!r[0]) {
+		pr->outcome = BK_PROBE_SKIPPED;
+		snprintf(pr->reason, sizeof(pr->reason), "no_result");
+	} else if (streq(r, "EPERM") || streq(r, "EACCES")) {
+		/* refused at once by the kernel: BPF when it reported the denial */
+		pr->outcome = BK_PROBE_STOPPED;
+		if (denial) {
+			pr->layer = "bpf";
+			snprintf(pr->reason, sizeof(pr->reason), "%s", denial);
+		} else {
+			pr->layer = eperm_layer ? eperm_layer : "unattributed";
+			snprintf(pr->reason, sizeof(pr->reason), "%s", r);
+		}
+	} else if (streq(r, "ENETUNREACH") || streq(r, "EHOSTUNREACH")) {
+		/* no route: the netns layer when the probe had a namespace of its
+		 * own; in the pod's namespace a routing failure proves nothing */
+		if (fresh_netns) {
+			pr->outcome = BK_PROBE_STOPPED;
+			pr->layer = "netns";
+			snprintf(pr->reason, sizeof(pr->reason), "%s", r);
+		} else {
+			pr->outcome = BK_PROBE_SKIPPED;
+			snprintf(pr->reason, sizeof(pr->reason), "no_route");
+		}
+	} else if (streq(r, "connected") || streq(r, "ECONNREFUSED")) {
+		/* past every layer: a host answered (or refused) */
+		pr->outcome = pr->expect_allowed ? BK_PROBE_ALLOWED : BK_PROBE_REACHED;
+		snprintf(pr->reason, sizeof(pr->reason), "%s", r);
+	} else if (streq(r, "timeout")) {
+		/* it left and nothing answered: not stopped; for an admitted
+		 * target nothing shows it got anywhere */
+		pr->outcome = pr->expect_allowed ? BK_PROBE_SKIPPED : BK_PROBE_REACHED;
+		snprintf(pr->reason, sizeof(pr->reason), "timeout");
+	} else {
+		pr->outcome = BK_PROBE_SKIPPED;
+		snprintf(pr->reason, sizeof(pr->reason), "%s", r);
+	}
+	pr->pass = pr->expect_allowed ? pr->outcome == BK_PROBE_ALLOWED : pr->outcome == BK_PROBE_STOPPED;
+}
+
+/* A probe's expectation from the profile, for a target parsed as family,
+ * address, port. */
+static void expect_probe(const struct bk_agent *a, const struct bk_profile *prof, int fam, const unsigned char *ad,
+			 uint16_t port, struct bk_verify_probe *pr)
+{
+	struct bk_cidr host = { .family = fam == AF_INET ? 4 : 6, .plen = fam == AF_INET ? 32 : 128 };
+	memcpy(host.addr, ad, fam == AF_INET ? 4 : 16);
+	uint32_t why;
+	pr->expect_allowed = prof && bk_policy_admits_tcp(&a->cfg.policy, prof, &host, port, &why);
+}
+
+/* An address:port an allow rule of the profile admits (for a profile that
+ * admits none of the configured targets): the rule's own address when it
+ * is one host, else its first address after the network's; 443 or 80 when
+ * the rule's ports hold them, else its lowest port. 0, or -ENOENT when no
+ * TCP rule admits such an address (the deny set holds them all). */
+static int allow_rule_target(const struct bk_agent *a, const struct bk_profile *prof, int *fam, unsigned char ad[16],
+			     uint16_t *port)
+{
+	for (int i = 0; i < prof->n_allow; i++) {
+		const struct bk_allow_rule *r = &prof->allow[i];
+		if (!(r->protos & BK_PROTO_TCP))
+			continue;
+		struct bk_cidr host = r->c;
+		int full = host.family == 4 ? 32 : 128;
+		if (host.plen < full)
+			host.addr[full / 8 - 1] |= 1;
+		host.plen = (uint8_t)full;
+		uint16_t pt = r->lo <= 443 && 443 <= r->hi ? 443 : r->lo <= 80 && 80 <= r->hi ? 80 : r->lo ? r->lo : 1;
+		uint32_t why;
+		if (!bk_policy_admits_tcp(&a->cfg.policy, prof, &host, pt, &why))
+			continue;
+		*fam = host.family == 4 ? AF_INET : AF_INET6;
+		memset(ad, 0, 16);
+		memcpy(ad, host.addr, host.family == 4 ? 4 : 16);
+		*port = pt;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static void format_target(int fam, const unsigned char *ad, uint16_t port, char *buf, size_t len)
+{
+	char as[INET6_ADDRSTRLEN] = "";
+	inet_ntop(fam, ad, as, sizeof(as));
+	snprintf(buf, len, fam == AF_INET6 ? "[%s]:%u" : "%s:%u", as, port);
+}
+
+/* What one probe's line says, and the BPF denial of its address and port
+ * the receipt lists. */
+static void judge_probe(const char *so, const struct bk_exec_result *res, int fam, const unsigned char *ad,
+			uint16_t port, struct bk_verify_probe *pr)
 {
 	char key[64];
-	snprintf(pr->result, sizeof(pr->result), "missing");
-	pr->ms = -1;
-	snprintf(key, sizeof(key), "PROBE %s ", bk_target_names[i]);
+	pr->result[0] = '\0';
+	pr->ms = 0;
+	snprintf(key, sizeof(key), "PROBE %s ", pr->name);
 	const char *pl = strstr(so, key);
-	if (pl)
-		sscanf(pl + strlen(key), "%31s %lf", pr->result, &pr->ms);
+	if (pl && sscanf(pl + strlen(key), "%31s %lf", pr->result, &pr->ms) < 1)
+		pr->result[0] = '\0';
+	char as[INET6_ADDRSTRLEN] = "";
+	inet_ntop(fam, ad, as, sizeof(as));
+	const char *denial = NULL;
+	for (int k = 0; k < res->n_denied && !denial; k++)
+		if (streq(res->denied[k].dst, as) && res->denied[k].port == port)
+			denial = res->denied[k].reason;
+	bk_probe_judge(pr, denial, NULL, res->fresh_netns);
+}
+
+struct probe_target {
 	int fam;
 	unsigned char ad[16];
 	uint16_t port;
-	char as[INET6_ADDRSTRLEN] = "";
-	if (bk_parse_target(a->cfg.targets[i], &fam, ad, &port) == 0)
-		inet_ntop(fam, ad, as, sizeof(as));
-	bool bpf_denied = false;
-	for (int k = 0; k < res->n_denied; k++)
-		if (streq(res->denied[k].dst, as))
-			bpf_denied = true;
-	const char *r = pr->result;
-	pr->layer = "none";
-	pr->stopped = false;
-	if (streq(r, "EPERM") && bpf_denied)
-		pr->layer = "bpf", pr->stopped = true;
-	else if (streq(r, "ENETUNREACH") || streq(r, "EHOSTUNREACH"))
-		pr->layer = res->fresh_netns ? "netns" : "routing", pr->stopped = true;
-	else if (streq(r, "EPERM") || streq(r, "EACCES"))
-		pr->layer = "bpf", pr->stopped = true;
-	if (pr->stopped && pr->ms > 1000)
-		pr->stopped = false; /* a slow failure looks like a hang to a caller */
-}
+};
 
 /* The verdict from what the command saw and the exec's receipt. */
-static void judge(const struct bk_agent *a, int nprobe, const struct bk_exec_result *res, struct bk_verify_result *v)
+static void judge(int nprobe, const struct probe_target *pt, const struct bk_exec_result *res,
+		  struct bk_verify_result *v)
 {
 	_cleanup_free_ char *so = strndup(res->out ? res->out : "", res->out ? res->outlen : 0);
 	if (!so) {
@@ -503,20 +695,20 @@ static void judge(const struct bk_agent *a, int nprobe, const struct bk_exec_res
 	v->seccomp.held = res->seccomp_mode == 2 && res->seccomp_filters >= 1;
 	if (!v->seccomp.held)
 		v->passed = false;
-	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
+	v->n_probes = nprobe;
+	for (int i = 0; i < nprobe; i++) {
 		struct bk_verify_probe *pr = &v->probes[i];
-		pr->target = bk_target_names[i];
-		snprintf(pr->address, sizeof(pr->address), "%s", a->cfg.targets[i]);
-		if (i >= nprobe) {
-			snprintf(pr->result, sizeof(pr->result), "skipped");
-			pr->ms = 0;
-			pr->layer = "profile allows public egress";
-			pr->stopped = true;
-			continue;
+		judge_probe(so, res, pt[i].fam, pt[i].ad, pt[i].port, pr);
+		switch (pr->outcome) {
+		case BK_PROBE_STOPPED: v->n_stopped++; break;
+		case BK_PROBE_ALLOWED: v->n_allowed++; break;
+		case BK_PROBE_REACHED: v->n_reached++; break;
+		case BK_PROBE_SKIPPED: v->n_skipped++; break;
 		}
-		judge_probe(a, i, so, res, pr);
-		if (!pr->stopped)
+		if (!pr->pass) {
+			v->n_failed++;
 			v->passed = false;
+		}
 	}
 }
 
@@ -524,20 +716,21 @@ static void judge(const struct bk_agent *a, int nprobe, const struct bk_exec_res
  * target's name (the logger has no arrays). */
 static void log_verify(const struct bk_pod *p, const struct bk_verify_result *v)
 {
-	struct log_field pf[BK_VERIFY_PROBES][7];
+	struct log_field pf[BK_VERIFY_PROBES][8];
 	struct log_field probes[BK_VERIFY_PROBES + 1];
-	for (int i = 0; i < BK_VERIFY_PROBES; i++) {
+	for (int i = 0; i < v->n_probes; i++) {
 		const struct bk_verify_probe *pr = &v->probes[i];
-		pf[i][0] = LS("target", pr->target);
-		pf[i][1] = LS("address", pr->address);
-		pf[i][2] = LS("result", pr->result);
-		pf[i][3] = LD("ms", pr->ms);
-		pf[i][4] = LS("layer", pr->layer);
-		pf[i][5] = LB("stopped", pr->stopped);
-		pf[i][6] = LEND;
-		probes[i] = (struct log_field){ .key = pr->target, .type = LF_OBJ, .o = pf[i] };
+		pf[i][0] = LS("address", pr->address);
+		pf[i][1] = LS("result", pr->result);
+		pf[i][2] = LD("ms", pr->ms);
+		pf[i][3] = LS("outcome", bk_probe_outcome_name(pr->outcome));
+		pf[i][4] = LS("layer", pr->layer ? pr->layer : "");
+		pf[i][5] = LS("reason", pr->reason);
+		pf[i][6] = LB("expected_allowed", pr->expect_allowed);
+		pf[i][7] = LEND;
+		probes[i] = (struct log_field){ .key = pr->name, .type = LF_OBJ, .o = pf[i] };
 	}
-	probes[BK_VERIFY_PROBES] = LEND;
+	probes[v->n_probes] = LEND;
 	log_at(v->passed ? LOG_INFO : LOG_ERROR, "verify", LS("pod", p->pod_name), LS("namespace", p->pod_namespace),
 	       LS("exec_id", v->exec_id), LS("policy", v->policy),
 	       LO("layers",
@@ -557,22 +750,39 @@ int bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, double hold, int c
 	/* python3 -c SCRIPT HOLD name,fam,addr,port... through the normal exec path */
 	char cmd[8192];
 	size_t off = (size_t)snprintf(cmd, sizeof(cmd), "exec python3 -c \"$BK_VERIFY\" %.1f", hold);
-	/* a profile that allows egress is expected to reach public addresses:
-	 * the public probe is only meaningful (and only sent) under deny-all */
+	/* every target is probed under every profile, each with what the
+	 * profile expects of it */
 	char perr[256];
 	const struct bk_profile *prof =
 		bk_policy_select(&a->cfg.policy, p->pod_namespace, p->pod_name, p->policy_annotation, perr, sizeof(perr));
-	int nprobe = prof && prof->n_allow > 0 ? 3 : 4;
-	for (int i = 0; i < nprobe; i++) {
-		int fam;
-		unsigned char ad[16];
-		uint16_t port;
-		char as[INET6_ADDRSTRLEN];
-		if (bk_parse_target(a->cfg.targets[i], &fam, ad, &port) < 0)
+	struct probe_target pt[BK_VERIFY_PROBES];
+	int nprobe = 0;
+	bool any_allowed = false;
+	for (int i = 0; i < 4; i++) {
+		struct bk_verify_probe *pr = &out->probes[nprobe];
+		if (bk_parse_target(a->cfg.targets[i], &pt[nprobe].fam, pt[nprobe].ad, &pt[nprobe].port) < 0)
 			return bk_fail(err, -EINVAL, "config", "verify target %s is not addr:port", bk_target_names[i]);
-		inet_ntop(fam, ad, as, sizeof(as));
-		off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " %s,%c,%s,%u", bk_target_names[i],
-					fam == AF_INET ? '4' : '6', as, port);
+		snprintf(pr->name, sizeof(pr->name), "%s", bk_target_names[i]);
+		snprintf(pr->address, sizeof(pr->address), "%s", a->cfg.targets[i]);
+		expect_probe(a, prof, pt[nprobe].fam, pt[nprobe].ad, pt[nprobe].port, pr);
+		any_allowed |= pr->expect_allowed;
+		nprobe++;
+	}
+	/* the allowed class: a profile with allow rules admitting none of the
+	 * targets gets one address its rules admit */
+	if (prof && prof->n_allow > 0 && !any_allowed &&
+	    allow_rule_target(a, prof, &pt[nprobe].fam, pt[nprobe].ad, &pt[nprobe].port) == 0) {
+		struct bk_verify_probe *pr = &out->probes[nprobe];
+		snprintf(pr->name, sizeof(pr->name), "allow_rule");
+		format_target(pt[nprobe].fam, pt[nprobe].ad, pt[nprobe].port, pr->address, sizeof(pr->address));
+		pr->expect_allowed = true;
+		nprobe++;
+	}
+	for (int i = 0; i < nprobe; i++) {
+		char as[INET6_ADDRSTRLEN];
+		inet_ntop(pt[i].fam, pt[i].ad, as, sizeof(as));
+		off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " %s,%c,%s,%u", out->probes[i].name,
+					pt[i].fam == AF_INET ? '4' : '6', as, pt[i].port);
 	}
 	/* the script travels in the environment of this one exec (not a secret) */
 	struct bk_exec_args ea = {
@@ -602,7 +812,7 @@ int bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, double hold, int c
 		free(res);
 		return 0;
 	}
-	judge(a, nprobe, res, out);
+	judge(nprobe, pt, res, out);
 	bk_exec_result_free(res);
 	free(res);
 	if (out->ran)

@@ -109,9 +109,30 @@ struct bk_pod_report {
 	char policy[64];
 	char policy_error[256];
 	char profile_digest[65];
-	bool netns_fresh;                  /* layers */
-	bool layer_bpf;
+	/* layers, each read back from the kernel (docs/api.md) */
+	bool netns_fresh;                  /* the profile runs execs in a namespace of their own (and the layer is on) */
+	bool layer_netns_held;             /* ... and the self-test's fresh namespace held only lo, as does each live exec's */
+	bool layer_bpf;                    /* the checks below held */
 	bool layer_seccomp;
+	bool layer_cgroup;                 /* the checks below held */
+	struct {
+		bool opened;                   /* the pod's v2 cgroup directory */
+		char path[4200];
+		uint64_t cgroup_id;
+		char controllers[256];         /* its cgroup.controllers */
+		const char *pids, *memory;     /* where the exec caps live: "v2", "v1", or NULL (not available) */
+	} cg;
+	struct {
+		bool loaded;                   /* the agent holds its programs (the layer is on) */
+		int programs_pinned;           /* pins holding the very program the agent loaded */
+		bool policy_map;               /* the pinned policy map opens */
+		int live_execs, live_execs_complete; /* exec cgroups with all six attached (prog query) */
+	} bpfck;
+	struct {
+		int64_t checked_at;            /* the self-test's last fresh namespace, 0: never */
+		char fresh_interfaces[256];    /* what netlink listed there */
+		int live_execs, live_execs_lo_only; /* fresh profile: live execs whose namespace holds only lo */
+	} nsck;
 	bool node_objects;                 /* progs and maps were read (the BPF layer is on) */
 	struct bk_obs_pinned_prog progs[BK_NPROGS];
 	struct bk_obs_map maps[BK_OBS_MAPS];
@@ -157,16 +178,42 @@ void bk_node_status_free(struct bk_node_status *s);
 
 /* ---- verify ------------------------------------------------------------------------------ */
 
-#define BK_VERIFY_PROBES 4
+/* The four targets of the config, and for a profile with allow rules none
+ * of whose targets it admits, one address its first admitting TCP rule
+ * holds ("allow_rule"). */
+#define BK_VERIFY_PROBES 5
+
+/* How a probe ended. Only stopped (when the profile denies the target) and
+ * allowed count as passing. */
+enum bk_probe_outcome {
+	BK_PROBE_STOPPED,                  /* a layer refused it at once: layer and reason say which and why */
+	BK_PROBE_ALLOWED,                  /* it got through, and the profile admits the target */
+	BK_PROBE_REACHED,                  /* it got past every layer although the profile denies the target */
+	BK_PROBE_SKIPPED,                  /* nothing can be concluded (no route, no answer, no result): reason */
+};
+const char *bk_probe_outcome_name(enum bk_probe_outcome o);
 
 struct bk_verify_probe {
-	const char *target;                /* bk_target_names[i] */
-	char address[64];                  /* the configured addr:port */
-	char result[32];                   /* connected, timeout, EPERM, ..., missing, skipped */
-	double ms;                         /* -1: no answer */
-	const char *layer;                 /* the layer that stopped it, "none" */
-	bool stopped;
+	char name[24];                     /* bk_target_names[i], or "allow_rule" */
+	char address[64];                  /* addr:port */
+	bool expect_allowed;               /* the profile admits it (bk_policy_admits_tcp) */
+	char result[32];                   /* what the connect returned: connected, timeout, EPERM, ...; "" none */
+	double ms;                         /* how long it took; 0 when no result came */
+	enum bk_probe_outcome outcome;
+	const char *layer;                 /* stopped: "bpf", "netns", or "unattributed"; else NULL */
+	char reason[32];                   /* the BPF denial's reason, the errno, no_route, ... */
+	bool pass;
 };
+
+/* The outcome of one probe from what the connect returned (result:
+ * "connected", "timeout", an errno name, "" for no result). denial: the
+ * reason of a BPF denial the kernel reported for this address and port,
+ * or NULL; eperm_layer: the layer an EPERM without a reported denial is
+ * put down to (NULL: "unattributed"); fresh_netns: the probe ran in a
+ * namespace of its own (no route there is the netns layer holding; in the
+ * pod's namespace it is only a routing failure: skipped, no_route). Fills
+ * outcome, layer, reason and pass of pr (expect_allowed and result set). */
+void bk_probe_judge(struct bk_verify_probe *pr, const char *denial, const char *eperm_layer, bool fresh_netns);
 
 struct bk_verify_result {
 	bool ran;                          /* false: the exec context could not be built (error) */
@@ -188,7 +235,9 @@ struct bk_verify_result {
 		bool held;                     /* mode 2 (filter) */
 	} seccomp;
 	struct bk_verify_probe probes[BK_VERIFY_PROBES];
-	bool passed;
+	int n_probes;
+	int n_stopped, n_allowed, n_reached, n_skipped, n_failed;  /* n_failed: probes that did not pass */
+	bool passed;                       /* every layer held and every probe passed */
 };
 
 /* Probe the verify targets from a real exec context of the pod (through

@@ -7,6 +7,7 @@
  * machine. Any probe that is not refused by BPF, or a layer that cannot be
  * built, marks the node unsafe: execs are refused until a later run passes. */
 #include "agent/observe/observe.h"
+#include "agent/parse/policy.h"
 #include "agent/parse/target.h"
 #include "lib/err.h"
 #include "lib/log.h"
@@ -102,27 +103,32 @@ static int probe_once(struct bk_agent *a, int cg_fd, uint64_t cgid, int netns_fd
 				   strerror(clone_errno));
 	}
 	for (int i = 0; i < n; i++) {
-		if (res[i] == EPERM)
+		/* the four outcomes of verify; in the probe namespace every
+		 * target is local and only the BPF layer stands in between,
+		 * so an EPERM is BPF's */
+		struct bk_verify_probe pr;
+		memset(&pr, 0, sizeof(pr));
+		struct bk_cidr host = { .family = t[i].family == AF_INET ? 4 : 6,
+					.plen = t[i].family == AF_INET ? 32 : 128 };
+		memcpy(host.addr, t[i].addr, t[i].family == AF_INET ? 4 : 16);
+		uint32_t why;
+		pr.expect_allowed = bk_policy_admits_tcp(&a->cfg.policy, prof, &host, t[i].port, &why);
+		if (res[i] == 0)
+			snprintf(pr.result, sizeof(pr.result), "connected");
+		else if (res[i] > 0)
+			snprintf(pr.result, sizeof(pr.result), "%s",
+				 strerrorname_np(res[i]) ? strerrorname_np(res[i]) : "error");
+		bk_probe_judge(&pr, NULL, "bpf", false);
+		if (pr.pass)
 			continue;
 		char as[INET6_ADDRSTRLEN];
 		inet_ntop(t[i].family, t[i].addr, as, sizeof(as));
-		return bk_fail_buf(err, errlen, -EPERM, "bpf: probe to %s (%s:%u) under profile %s was not refused by BPF (%s)",
-				   t[i].name, as, t[i].port, prof->name,
-				   res[i] < 0 ? "no answer" : res[i] == 0 ? "connected" : strerror(res[i]));
+		return bk_fail_buf(err, errlen, -EPERM,
+				   "bpf: probe to %s (%s:%u) under profile %s: %s (%s), expected %s", t[i].name, as,
+				   t[i].port, prof->name, bk_probe_outcome_name(pr.outcome), pr.reason,
+				   pr.expect_allowed ? "allowed" : "stopped");
 	}
 	return 0;
-}
-
-static bool overridden(const struct bk_profile *p, const struct target *t)
-{
-	for (int k = 0; k < p->n_over; k++) {
-		const struct bk_cidr *c = &p->overrides[k];
-		struct bk_cidr host = { .family = t->family == AF_INET ? 4 : 6, .plen = t->family == AF_INET ? 32 : 128 };
-		memcpy(host.addr, t->addr, t->family == AF_INET ? 4 : 16);
-		if (bk_cidr_contains(c, &host))
-			return true;
-	}
-	return false;
 }
 
 static int selftest_once(struct bk_agent *a, char *err, size_t errlen)
@@ -143,6 +149,15 @@ static int selftest_once(struct bk_agent *a, char *err, size_t errlen)
 		int n = bk_netns_list(names, BK_MAX_IFACES);
 		if (setns(e->self_netns, CLONE_NEWNET) < 0)
 			abort();
+		/* what netlink listed, for the pod reports' netns layer */
+		char list[256] = "";
+		size_t off = 0;
+		for (int i = 0; i < n && i < BK_MAX_IFACES && off < sizeof(list); i++)
+			off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? "," : "", names[i]);
+		pthread_mutex_lock(&a->stats_lock);
+		a->netns_checked_at = (int64_t)time(NULL);
+		snprintf(a->netns_fresh_ifaces, sizeof(a->netns_fresh_ifaces), "%s", n < 0 ? "" : list);
+		pthread_mutex_unlock(&a->stats_lock);
 		if (n != 1 || !streq(names[0], "lo")) {
 			return bk_fail_buf(err, errlen, -EEXIST,
 					   "netns: a fresh network namespace does not hold exactly lo (%d interfaces)", n);
@@ -187,20 +202,10 @@ static int selftest_once(struct bk_agent *a, char *err, size_t errlen)
 		rmdir(cg);
 		return bk_fail_buf(err, errlen, -EIO, "cgroup: cannot open %s", cg);
 	}
-	/* every profile must deny the metadata endpoint (unless the operator
-	 * overrode it); deny-all profiles must deny every target */
-	for (int i = 0; i < a->cfg.policy.n && r == 0; i++) {
-		const struct bk_profile *p = &a->cfg.policy.prof[i];
-		struct target sel[4];
-		int n = 0;
-		for (int k = 0; k < 4; k++) {
-			bool all = p->n_allow == 0;
-			if ((all || k == 0) && !overridden(p, &t[k]))
-				sel[n++] = t[k];
-		}
-		if (n)
-			r = probe_once(a, cfd, cgid, pns, p, sel, n, err, errlen);
-	}
+	/* every target under every profile, each expected to end as the
+	 * profile decides it (bk_policy_admits_tcp): stopped, or allowed */
+	for (int i = 0; i < a->cfg.policy.n && r == 0; i++)
+		r = probe_once(a, cfd, cgid, pns, &a->cfg.policy.prof[i], t, 4, err, errlen);
 	closep(&cfd);
 	cfd = -1;
 	rmdir(cg);

@@ -423,6 +423,35 @@ int bk_policy_deny_set(const struct bk_policy_set *ps, const struct bk_profile *
 	return n;
 }
 
+bool bk_policy_admits_tcp(const struct bk_policy_set *ps, const struct bk_profile *p, const struct bk_cidr *host,
+			  uint16_t port, uint32_t *reason)
+{
+	struct bk_deny_entry d[64];
+	int n = bk_policy_deny_set(ps, p, d, (int)ARRAY_SIZE(d));
+	/* the deny maps are LPM: the longest entry holding host names the reason */
+	int best = -1;
+	for (int i = 0; i < n; i++)
+		if (bk_cidr_contains(&d[i].c, host) && (best < 0 || d[i].c.plen > d[best].c.plen))
+			best = i;
+	if (best >= 0) {
+		*reason = d[best].reason;
+		return false;
+	}
+	if (host->family == 4 && host->addr[0] == 127) {
+		*reason = BK_R_LOOPBACK;
+		return false;
+	}
+	/* a more specific allow prefix carries the ports of every rule that
+	 * contains it (filter.c): any rule holding host admits */
+	for (int i = 0; i < p->n_allow; i++) {
+		const struct bk_allow_rule *r = &p->allow[i];
+		if ((r->protos & BK_PROTO_TCP) && bk_cidr_contains(&r->c, host) && port >= r->lo && port <= r->hi)
+			return true;
+	}
+	*reason = p->id ? BK_R_NOT_ALLOWED : BK_R_DENY_ALL; /* as decide4: ids start at 1 */
+	return false;
+}
+
 static const char *protos_name(uint8_t p)
 {
 	switch (p) {

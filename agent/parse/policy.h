@@ -81,5 +81,15 @@ const struct bk_profile *bk_policy_find(const struct bk_policy_set *ps, const ch
  * and err when the named profile does not exist. */
 const struct bk_profile *bk_policy_select(const struct bk_policy_set *ps, const char *ns, const char *pod,
 					  const char *annotation, char *err, size_t errlen);
+/* What profile p decides for a TCP connect to host:port (host: a /32 or
+ * /128), as the BPF programs decide it from the maps compiled from the
+ * same profile (bpf/egress.bpf.c decide4/decide6, without the per-exec
+ * loopback, pod-self and resolver entries): true when an allow rule admits
+ * it and no entry of the deny set holds it; false otherwise, with *reason
+ * the BK_R_* it is expected to be denied with (the deny entry's, or
+ * not_allowed). verify and the self-test take their
+ * expectations from here. */
+bool bk_policy_admits_tcp(const struct bk_policy_set *ps, const struct bk_profile *p, const struct bk_cidr *host,
+			  uint16_t port, uint32_t *reason);
 /* Canonical text of the rules in force (one rule per line). */
 int bk_policy_canon(const struct bk_policy_set *ps, const struct bk_profile *p, char *buf, size_t len);

@@ -58,8 +58,8 @@ check "status: node safe, sandbox listed with its layers" \
 # --- verify ---------------------------------------------------------------------
 ctl verify ob1 > "$T/verify.txt"; rc=$?
 check "verify passes on a healthy sandbox (exit 0)" test "$rc" = 0
-check "verify: four probes, each stopped" test "$(grep -cE '^(metadata|kubernetes_api|pod|public) ' "$T/verify.txt")" = 4
-check "verify: says which layer stopped each" sh -c "! grep -q 'NOT STOPPED' $T/verify.txt && grep -q ' bpf$' $T/verify.txt"
+check "verify: four probes, each stopped" test "$(grep -cE '^(metadata|kubernetes_api|pod|public) .* stopped ' "$T/verify.txt")" = 4
+check "verify: says which layer stopped each, and why" test "$(grep -cE ' stopped .* bpf \((metadata|private|not_allowed)\)$' "$T/verify.txt")" = 4
 
 # a BPF link detached behind the agent's back, during the verify exec
 ctl verify ob1 --hold 3 --json > "$T/v2.json" & vp=$!

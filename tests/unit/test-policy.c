@@ -106,6 +106,47 @@ static void profiles_and_selection(void **st)
 	free(c);
 }
 
+/* What verify and the self-test expect of a TCP probe, as BPF decides it. */
+static void admits(void **st)
+{
+	struct bk_config *c = calloc(1, sizeof(*c));
+	assert_int_equal(parse(c, "{\"deny_cidrs\":[\"10.96.0.0/12\"],\"profiles\":{\"podweb\":{\"allow\":["
+				  "{\"cidr\":\"10.244.1.5/32\",\"proto\":\"tcp\",\"ports\":\"8080\"},"
+				  "{\"cidr\":\"203.0.113.0/24\",\"proto\":\"udp\",\"ports\":\"443\"}],"
+				  "\"deny_overrides\":[\"10.0.0.0/8\"]}}}"),
+			 0);
+	static const struct {
+		const char *profile, *host;
+		uint16_t port;
+		bool allowed;
+		uint32_t reason;
+	} cases[] = {
+		{ "isolated", "203.0.113.10", 443, false, BK_R_NOT_ALLOWED },
+		{ "isolated", "169.254.169.254", 80, false, BK_R_METADATA },
+		{ "internet", "203.0.113.10", 443, true, 0 },
+		{ "internet", "203.0.113.10", 8080, false, BK_R_NOT_ALLOWED },
+		{ "internet", "2001:db8::10", 80, true, 0 },
+		{ "internet", "169.254.169.254", 80, false, BK_R_METADATA },  /* longest deny entry: not link_local */
+		{ "internet", "169.254.1.1", 80, false, BK_R_LINK_LOCAL },
+		{ "internet", "10.96.0.1", 443, false, BK_R_CLUSTER },
+		{ "internet", "10.244.1.5", 80, false, BK_R_PRIVATE },
+		{ "internet", "127.0.0.1", 80, false, BK_R_LOOPBACK },
+		{ "podweb", "10.244.1.5", 8080, true, 0 },                      /* 10/8 overridden */
+		{ "podweb", "10.244.1.5", 80, false, BK_R_NOT_ALLOWED },
+		{ "podweb", "10.96.0.1", 443, false, BK_R_CLUSTER },            /* the cluster CIDR stays */
+		{ "podweb", "203.0.113.10", 443, false, BK_R_NOT_ALLOWED },     /* a UDP rule admits no TCP */
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct bk_cidr h;
+		assert_int_equal(bk_cidr_parse(cases[i].host, &h), 0);
+		uint32_t why = 0;
+		bool a = bk_policy_admits_tcp(&c->policy, bk_policy_find(&c->policy, cases[i].profile), &h, cases[i].port, &why);
+		if (a != cases[i].allowed || (!a && why != cases[i].reason))
+			fail_msg("%s %s:%u: allowed %d reason %u", cases[i].profile, cases[i].host, cases[i].port, a, why);
+	}
+	free(c);
+}
+
 static void profiles_refused(void **st)
 {
 	struct bk_config *c = calloc(1, sizeof(*c));
@@ -136,6 +177,7 @@ int main(void)
 		cmocka_unit_test(ports),
 		cmocka_unit_test(profiles_and_selection),
 		cmocka_unit_test(profiles_refused),
+		cmocka_unit_test(admits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
