@@ -70,7 +70,7 @@ case $name in 6.1|6.12|7) ;; *) echo "usage: $0 6.1|6.12|7" >&2; exit 2 ;; esac
 # "check" (what `make check` runs) leaves out files to fit ~12 min.
 # full also runs the tests of issue 13: stale sockets, seccomp, the
 # embedded-IPv4 forms and the DNS query check, pod limits, file helper limits.
-SET_full="test-identity test-exec test-egress test-files test-observe test-verify test-recovery test-stale test-seccomp test-egress-forms test-podlimits test-filelimits"
+SET_full="test-identity test-exec test-egress test-files test-observe test-verify test-recovery test-stale test-seccomp test-egress-forms test-podlimits test-filelimits test-receipts test-limits"
 SET_check="test-identity test-exec test-egress test-observe test-recovery"
 case ${BK_VM_SET:-full} in
 full) tests=$SET_full; limit=3600 ;;
