@@ -8,6 +8,9 @@
 #include "agent/api/api.h"
 
 #include <cJSON.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
 
 static struct bk_agent agent;
 
@@ -19,6 +22,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	pthread_mutex_init(&agent.stats_lock, NULL);
 	pthread_mutex_init(&agent.engine.lock, NULL);
 	agent.engine.self_netns = agent.engine.self_pidns = agent.engine.devnull = -1;
+	/* a real node key (status and the pod report publish it) */
+	char dir[] = "/tmp/bk-fuzz-api-XXXXXX", path[64], err[256];
+	bool created;
+	if (!mkdtemp(dir))
+		abort();
+	snprintf(path, sizeof(path), "%s/node.key", dir);
+	if (bk_signer_open(path, &agent.signer, &created, err, sizeof(err)) < 0) {
+		fprintf(stderr, "fuzz-api: %s\n", err);
+		abort();
+	}
+	unlink(path);
+	rmdir(dir);
+	snprintf(agent.node_name, sizeof(agent.node_name), "fuzz");
 	return 0;
 }
 
