@@ -334,16 +334,34 @@ static int find_cb(const struct bk_container_info *ci, void *ud)
 static struct {
 	char key[600];
 	char id[BK_ID_MAX + 1];
+	uint64_t stamp;
 } cache[CACHE_N];
 static unsigned cache_next;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool cache_get(const char *key, char *id)
+/* The runtime roots as they are now: a container made or removed since
+ * (a new directory there) changes the stamp. */
+static uint64_t runtime_stamp(const struct bk_config *c)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (int i = 0; i < c->n_roots; i++) {
+		struct stat st;
+		memset(&st, 0, sizeof(st));
+		if (stat(c->runtime_roots[i], &st) < 0)
+			st.st_ino = 0;
+		uint64_t v[4] = { st.st_ino, st.st_nlink, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec };
+		for (int k = 0; k < 4; k++)
+			h = (h ^ v[k]) * 1099511628211ull;
+	}
+	return h;
+}
+
+static bool cache_get(const char *key, uint64_t stamp, char *id)
 {
 	bool hit = false;
 	pthread_mutex_lock(&cache_lock);
 	for (int i = 0; i < CACHE_N && !hit; i++)
-		if (cache[i].key[0] && streq(cache[i].key, key)) {
+		if (cache[i].key[0] && streq(cache[i].key, key) && cache[i].stamp == stamp) {
 			strcpy(id, cache[i].id);
 			hit = true;
 		}
@@ -351,7 +369,7 @@ static bool cache_get(const char *key, char *id)
 	return hit;
 }
 
-static void cache_put(const char *key, const char *id)
+static void cache_put(const char *key, uint64_t stamp, const char *id)
 {
 	pthread_mutex_lock(&cache_lock);
 	int slot = -1;
@@ -362,6 +380,7 @@ static void cache_put(const char *key, const char *id)
 		slot = (int)(cache_next++ % CACHE_N);
 	snprintf(cache[slot].key, sizeof(cache[slot].key), "%s", key);
 	snprintf(cache[slot].id, sizeof(cache[slot].id), "%s", id);
+	cache[slot].stamp = stamp;
 	pthread_mutex_unlock(&cache_lock);
 }
 
@@ -400,10 +419,13 @@ static int open_sandbox(const struct bk_config *c, struct bk_pod *p, const char 
 	char key[600];
 	snprintf(key, sizeof(key), "%s|%s|%s", name ? "" : p->pod_uid, name ? name : "", ns ? ns : "");
 	/* Scanning every container's state.json costs ~50 us per container:
-	 * remember which container answered, and re-check only that one (a
-	 * restarted container has a new id, so a miss means a full scan). */
+	 * remember which container answered, and re-check only that one while
+	 * no container was made or removed since the scan that found it (the
+	 * stamp of the runtime roots, taken before that scan): a second
+	 * candidate that appears later is seen by a full scan, and refused. */
 	char cached[BK_ID_MAX + 1];
-	if (cache_get(key, cached)) {
+	uint64_t stamp = runtime_stamp(c);
+	if (cache_get(key, stamp, cached)) {
 		struct bk_container_info ci;
 		if (read_state(c, cached, &ci) == 0)
 			find_cb(&ci, &f);
@@ -412,7 +434,7 @@ static int open_sandbox(const struct bk_config *c, struct bk_pod *p, const char 
 		f.matches = 0;
 		bk_runtime_each(c, find_cb, &f);
 		if (f.matches == 1)
-			cache_put(key, f.found.id);
+			cache_put(key, stamp, f.found.id);
 	}
 	if (f.matches == 0)
 		return bk_fail_buf(err, errlen, -ENOENT, "no \"%s\" container found for this pod",

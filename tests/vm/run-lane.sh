@@ -69,8 +69,10 @@ case $name in 6.1|6.12|7) ;; *) echo "usage: $0 6.1|6.12|7" >&2; exit 2 ;; esac
 # egress ~120 s, files 740 s, observe 59 s, recovery 61 s: ~25 min in all.
 # "check" (what `make check` runs) leaves out files to fit ~12 min.
 # full also runs the tests of issue 13: stale sockets, seccomp, the
-# embedded-IPv4 forms and the DNS query check, pod limits, file helper limits.
-SET_full="test-identity test-exec test-egress test-files test-observe test-verify test-recovery test-stale test-seccomp test-egress-forms test-podlimits test-filelimits test-receipts test-limits"
+# embedded-IPv4 forms and the DNS query check, pod limits, file helper limits,
+# and of issue 14: verify's four outcomes, the read-back and signed receipts,
+# the protections no other test checked.
+SET_full="test-identity test-exec test-egress test-files test-observe test-verify test-recovery test-stale test-seccomp test-egress-forms test-podlimits test-filelimits test-receipts test-limits test-protections"
 SET_check="test-identity test-exec test-egress test-observe test-recovery"
 case ${BK_VM_SET:-full} in
 full) tests=$SET_full; limit=3600 ;;
