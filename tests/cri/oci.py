@@ -56,6 +56,14 @@ def dockerfile_config(path):
     return cfg
 
 
+def normalize(ref):
+    """The fully qualified name the CRI plugin looks an image up by."""
+    first = ref.split("/")[0]
+    if "/" in ref and ("." in first or ":" in first or first == "localhost"):
+        return ref
+    return "docker.io/" + (ref if "/" in ref else "library/" + ref)
+
+
 def layer(files, links, dirs, rootfs):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
@@ -157,7 +165,7 @@ def main():
                 "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
                             "digest": blob(gz), "size": len(gz)}]}
     man_b = json.dumps(manifest, sort_keys=True).encode()
-    name = a.name if "/" in a.name.split(":")[0] else "docker.io/library/" + a.name
+    name = normalize(a.name)
     index = {"schemaVersion": 2, "manifests": [{
         "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": blob(man_b), "size": len(man_b),
         "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": a.name.split(":")[-1]}}]}
