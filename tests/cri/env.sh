@@ -102,6 +102,9 @@ cri_down() {
 	ip link del "$CRI_BRIDGE" 2>/dev/null
 	for p in /run/netns/cni-*; do [ -e "$p" ] && { umount "$p"; rm -f "$p"; }; done
 	cri_rm_cgroups
+	# the agent's pins outlive it on purpose (a restarted agent adopts
+	# them); the lane removes them when it made them (run.sh: CRI_PINS_OWNED)
+	[ "${CRI_PINS_OWNED:-0}" = 1 ] && rm -rf /sys/fs/bpf/boxkite
 	# the overlay mounts of the lane's snapshots (in this namespace only)
 	grep -o " $L/root[^ ]*" /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m"; done
 	true

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # images.sh BK_BIN OUTDIR: the cri lane's four images as OCI layout tars.
 #   pause    a static pause program (pause.c, gcc -static)
-#   sandbox  busybox-static and curl (the files `dpkg -L` lists, curl's
-#            libraries as ldd resolves them), a passwd/group naming uid 1000
+#   sandbox  busybox-static, curl and python3-minimal (the files `dpkg -L`
+#            lists, their libraries as ldd resolves them), a passwd/group
+#            naming uid 1000
 #   shim     deploy/images/shim.Dockerfile: the same collect-libs.sh call,
 #            its ENTRYPOINT and USER
 #   agent    deploy/images/agent.Dockerfile: the two binaries it copies to
@@ -21,16 +22,28 @@ trap 'rm -rf "$W"' EXIT
 gcc -static -O2 -o "$W/pause" "$here/pause.c"
 "$oci" "$OUT/pause.tar" bk-cri/pause:lane --file "$W/pause=/pause" --entrypoint '["/pause"]'
 
-# sandbox: the files of Debian packages, not the host's /usr bind-mounted
+# sandbox: the files of Debian packages (dpkg -L; documentation left out),
+# ELF programs and modules with the libraries ldd resolves for them; never
+# the host's /usr bind-mounted
+py=$(basename "$(readlink -f /usr/bin/python3)")
+SANDBOX_PKGS=(busybox-static curl "$py-minimal" "lib$py-minimal")
 args=()
-while read -r f; do
-	[ -f "$f" ] && [ ! -L "$f" ] && args+=(--file "$f=$f")
-done < <(dpkg -L busybox-static | grep -E '^/bin/')
-for a in sh ash sleep id cat ls echo ip grep sed awk head tail wc tr cut env ps kill mkdir rm touch stat true false printf test uname nc wget timeout readlink; do
+mkdir -p "$W/sb"
+for pkg in "${SANDBOX_PKGS[@]}"; do
+	while read -r f; do
+		[ -f "$f" ] && [ ! -L "$f" ] || continue
+		case $f in /usr/share/*|*/__pycache__/*|/etc/*) continue ;; esac
+		if [ "$(head -c4 "$f" | tr -d '\0')" = "$(printf '\177ELF')" ] && ldd "$f" >/dev/null 2>&1; then
+			"$repo/deploy/images/collect-libs.sh" "$W/sb" "$f" "$f"
+		else
+			args+=(--file "$f=$f")
+		fi
+	done < <(dpkg -L "$pkg")
+done
+for a in sh ash sleep id cat ls echo ip grep sed awk head tail wc tr cut env ps kill mkdir rm touch stat true false printf test uname nc wget timeout readlink date; do
 	args+=(--link "/bin/busybox=/bin/$a")
 done
-mkdir -p "$W/sb"
-"$repo/deploy/images/collect-libs.sh" "$W/sb" "$(dpkg -L curl | grep -E '^/usr/bin/curl$')" /usr/bin/curl
+args+=(--link "$py=/usr/bin/python3")
 printf 'root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/workspace:/bin/sh\nnonroot:x:65532:65532:nonroot:/:/bin/false\n' > "$W/passwd"
 printf 'root:x:0:\nsandbox:x:1000:\nnonroot:x:65532:\n' > "$W/group"
 "$oci" "$OUT/sandbox.tar" bk-cri/sandbox:lane --rootfs "$W/sb" "${args[@]}" \
