@@ -10,4 +10,4 @@ if ! cri_up; then
 	echo "not ok - containerd, CNI and the manager netns come up  # $(tail -3 "$L/containerd.log" 2>/dev/null | tr '\n' ' ')"
 	exit 1
 fi
-/usr/bin/python3 "$here/lane.py" run
+/usr/bin/python3 "$here/lane.py" "${1:-run}"

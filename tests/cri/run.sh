@@ -6,6 +6,8 @@
 # (tests/cri/lane.py, translate.py). No kubelet, no registry, no network.
 #
 #   BK_BIN=$PWD/build tests/cri/run.sh        (as root, under the e2e lock)
+#   BK_CRI_MODE=demo tests/cri/run.sh          (make demo-cri: the demo instead)
+#   BK_CRI_KEEP=1: keep the lane directory (logs, containerd.log)
 #
 # Ends with "# cri: N passed, M failed, K skipped"; exits non-zero on a
 # failure. Leaves nothing behind: checked at the end.
@@ -53,7 +55,7 @@ if ! "$here/images.sh" "$BK_BIN" "$L/images" > "$L/images.log" 2>&1; then
 else
 	ti=$SECONDS
 	# the lane's own mount namespace: see env.sh
-	unshare --mount --propagation shared "$here/lane.sh" 2>"$L/lane.err" | tee -a "$out"
+	unshare --mount --propagation shared "$here/lane.sh" "${BK_CRI_MODE:-run}" 2>"$L/lane.err" | tee -a "$out"
 	[ -s "$L/lane.err" ] && sed 's/^/# /' "$L/lane.err" | tail -20
 fi
 
