@@ -8,6 +8,8 @@
 #   BK_BIN=$PWD/build tests/cri/run.sh        (as root, under the e2e lock)
 #   BK_CRI_MODE=demo tests/cri/run.sh          (make demo-cri: the demo instead)
 #   BK_CRI_KEEP=1: keep the lane directory (logs, containerd.log)
+#   BK_CRI_BREAK=state: give the agent an empty directory instead of
+#     containerd's runc state (shows the identity checks failing)
 #
 # Ends with "# cri: N passed, M failed, K skipped"; exits non-zero on a
 # failure. Leaves nothing behind: checked at the end.
