@@ -54,7 +54,7 @@ BINS := $(BUILD)/boxkite-agent $(BUILD)/boxkite-shim $(BUILD)/boxkitectl
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps check check-kernels unit unit-bins e2e manifests demo bench load fuzz install clean
+.PHONY: all deps check check-kernels unit unit-bins e2e manifests demo demo-cri bench load fuzz install clean
 
 all: $(BINS) $(TOOL_BINS)
 
@@ -136,6 +136,11 @@ fuzz: deps
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BK_BIN=$(abspath build) scripts/demo.sh
+
+# the same story on containerd + CRI + CNI (tests/cri/, README "On a real runtime")
+demo-cri: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)flock /tmp/bk-e2e.lock env BK_BIN=$(abspath build) BK_CRI_MODE=demo tests/cri/run.sh
 
 load: deps
 	$(Q)$(MAKE) --no-print-directory all

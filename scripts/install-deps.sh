@@ -13,6 +13,9 @@ PKGS=(
   # the VM lanes (scripts/vm/, tests/vm/): QEMU under TCG, a static busybox
   # for the initramfs, apt/dpkg tools to fetch and unpack Debian kernels
   qemu-system-x86 busybox-static cpio xz-utils zstd debian-archive-keyring
+  # the cri lane (tests/cri/): containerd with its CRI plugin, the CNI
+  # plugins (/usr/lib/cni) and a gRPC client for /usr/bin/python3
+  containerd containernetworking-plugins python3-grpcio python3-grpc-tools python3-protobuf
 )
 
 missing=()
@@ -22,7 +25,14 @@ for p in "${PKGS[@]}"; do
   fi
 done
 
+# the CRI client runs on Debian's interpreter: another python3 may be first on PATH
+check_grpc() {
+  /usr/bin/python3 -c 'import grpc, grpc_tools.protoc, google.protobuf' ||
+    { echo "install-deps: /usr/bin/python3 cannot import grpc/grpc_tools/protobuf" >&2; exit 1; }
+}
+
 if [ "${#missing[@]}" -eq 0 ]; then
+  check_grpc
   exit 0
 fi
 
@@ -35,3 +45,4 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+check_grpc

@@ -38,6 +38,8 @@ lane e2e-asan env BK_BIN="$PWD/build/san" tests/run-e2e.sh
 # the most common production kernel, pure cgroup v2, in a VM (the other
 # kernels: make check-kernels)
 [ -x tests/vm/run-lane.sh ] && lane vm-6.1 env BK_VM_SET=check tests/vm/run-lane.sh 6.1
+# containerd + CRI + CNI running the shipped manifests (issue 15)
+[ -x tests/cri/run.sh ] && lane cri env BK_BIN="$PWD/build" tests/cri/run.sh
 [ -x tests/shim/run.sh ] && lane shim env BK_BIN="$PWD/build" tests/shim/run.sh
 [ -x tests/shim/run.sh ] && lane shim-asan env BK_BIN="$PWD/build/san" tests/shim/run.sh
 [ -x tests/manifests/run.sh ] && lane manifests tests/manifests/run.sh
