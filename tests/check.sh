@@ -40,6 +40,7 @@ lane e2e-asan env BK_BIN="$PWD/build/san" tests/run-e2e.sh
 [ -x tests/vm/run-lane.sh ] && lane vm-6.1 env BK_VM_SET=check tests/vm/run-lane.sh 6.1
 [ -x tests/shim/run.sh ] && lane shim env BK_BIN="$PWD/build" tests/shim/run.sh
 [ -x tests/shim/run.sh ] && lane shim-asan env BK_BIN="$PWD/build/san" tests/shim/run.sh
+[ -x tests/contract/run.sh ] && lane contract env BK_BIN="$PWD/build" tests/contract/run.sh
 [ -x tests/manifests/run.sh ] && lane manifests tests/manifests/run.sh
 [ -x tests/valgrind.sh ] && lane valgrind env BK_BIN="$PWD/build" tests/valgrind.sh
 [ -x tests/fuzz/run.sh ] && lane fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-5}" tests/fuzz/run.sh

@@ -251,7 +251,9 @@ static int write_config(const struct pod *pd, const char *which, const struct lo
 		const char *env[] = { "PATH=/usr/bin:/bin", "SIDECAR_AUTH_TOKEN_FILE=/run/secrets/boxkite/token",
 				      "SIDECAR_TLS_CERT=/run/secrets/boxkite/tls.crt",
 				      "SIDECAR_TLS_KEY=/run/secrets/boxkite/tls.key", "SIDECAR_LISTEN=0.0.0.0:8080",
-				      sockenv, NULL };
+				      /* granted secrets for /exec's secret_env: files put in
+				       * <secret dir>/granted, seen by the shim only */
+				      "SIDECAR_SECRETS_DIR=/run/secrets/boxkite/granted", sockenv, NULL };
 		add_strs(proc, "env", env);
 	} else {
 		/* The sandbox container idles; commands arrive as execs. */
