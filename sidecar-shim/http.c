@@ -752,8 +752,10 @@ static enum MHD_Result first_call(struct shim *s, struct MHD_Connection *c, stru
 static bool consume(struct shim *s, struct req *r, const char *data, size_t n)
 {
 	if (r->too_large) {
+		/* a Content-Length body over the limit is discarded whole (at
+		 * most 2 x max_body, first_call); a chunked one past the limit */
 		r->discarded += n;
-		return r->discarded <= s->max_body;
+		return r->discarded <= 2 * s->max_body;
 	}
 	if (n > s->max_body - r->len) {
 		/* Over the limit: answer 413 at the end of the body, reading and
