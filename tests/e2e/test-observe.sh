@@ -130,7 +130,7 @@ check "metrics parse and carry every required family ($(tail -1 "$T/metrics.chec
 printf 'X-Sidecar-Auth-Token: %s\n' "$(cat "$(sb ob1 token_file)")" > "$T/hdr"
 iso=$(nsenter --net="/run/netns/$(sb ob1 client_netns)" curl -sk --max-time 5 --pinnedpubkey "$(sb ob1 pin)" -H @"$T/hdr" "$(sb ob1 url)/isolation")
 check "GET /isolation through the shim reports the pod, from the kernel" \
-	sh -c "echo '$iso' | jq -e '.pod == \"ob1\" and .layers.bpf and (.bpf_programs | length == 6)' >/dev/null"
+	sh -c 'printf %s "$1" | jq -e ".pod == \"ob1\" and .layers.bpf and (.bpf_programs | length == 6)" >/dev/null' _ "$iso"
 met=$(nsenter --net="/run/netns/$(sb ob1 client_netns)" curl -sk --max-time 5 --pinnedpubkey "$(sb ob1 pin)" -H @"$T/hdr" "$(sb ob1 url)/metrics")
 check "GET /metrics through the shim: Prometheus text" grep -q '^boxkite_execs_total{outcome="completed"}' <<< "$met"
 check "  ... with this pod's denial series only" sh -c "echo '$met' | grep '^boxkite_denials_total' | grep -q 'pod=\"ob1\"' && ! echo '$met' | grep '^boxkite_denials_total' | grep -vq 'pod=\"ob1\"'"
