@@ -8,13 +8,13 @@
 
 #include "lib/proto.h"
 
-bool body_is_json_object(const char *b, size_t len)
+static bool parses(const char *b, size_t len, bool object)
 {
 	if (len == 0 || memchr(b, '\0', len))
 		return false;
 	const char *end = NULL;
 	cJSON *j = cJSON_ParseWithLengthOpts(b, len, &end, 0);
-	bool ok = cJSON_IsObject(j);
+	bool ok = j && (!object || cJSON_IsObject(j));
 	cJSON_Delete(j);
 	if (!ok || !end)
 		return false;
@@ -22,6 +22,16 @@ bool body_is_json_object(const char *b, size_t len)
 		if (*end != ' ' && *end != '\t' && *end != '\r' && *end != '\n')
 			return false;
 	return true;
+}
+
+bool body_is_json_object(const char *b, size_t len)
+{
+	return parses(b, len, true);
+}
+
+bool body_is_json(const char *b, size_t len)
+{
+	return parses(b, len, false);
 }
 
 int shim_build_frame(const char *op, const char *args, size_t args_len, char **frame, size_t *n)

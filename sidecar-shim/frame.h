@@ -8,6 +8,8 @@
 /* The body must be exactly one JSON object (whitespace around it allowed),
  * with no NUL byte. */
 bool body_is_json_object(const char *b, size_t len);
+/* Any one JSON value (whitespace around it allowed), no NUL byte. */
+bool body_is_json(const char *b, size_t len);
 /* {"op":"<op>","args":<args>} with args (a validated JSON object text)
  * spliced as received: no re-serialisation, nothing added. The client's
  * object can only ever be the value of "args". Returns 0 and a malloc'd,

@@ -28,49 +28,106 @@
 #include <strings.h>
 #include <time.h>
 
+enum route_kind {
+	R_AGENT,     /* forwarded to the agent as op */
+	R_HEALTH,    /* answered here, no token */
+	R_EXEC,      /* forwarded, secret_env resolved first (secrets.c) */
+	R_CONFIGURE, /* forwarded; its secret_names kept, /health refreshed */
+	R_METRICS,   /* the shim's boxkite_sidecar_* series, then the agent's */
+	R_TOOL_CALL, /* to the backend (backend.c), or the agent's local tools (opt-in) */
+	R_FLUSH,     /* no storage backend: nothing pending */
+	R_FLUSH_CONFIRMED,
+	R_KILL_ALL,  /* no background processes: none killed */
+	R_NOT_IMPL,  /* the reference serves it, boxkite does not (501) */
+};
+
 struct route {
 	const char *path;
 	const char *method;
-	const char *op; /* NULL: answered by the shim itself */
+	const char *op; /* agent operation (R_AGENT, R_EXEC, R_CONFIGURE, R_METRICS) */
 	bool body;      /* POST with a JSON object body */
+	enum route_kind kind;
+	bool prefix;    /* path is a prefix (R_NOT_IMPL only) */
 };
 
 static const struct route routes[] = {
-	{ "/health", "GET", NULL, false },
-	{ "/exec", "POST", "exec", true },
-	{ "/file-create", "POST", "file_create", true },
-	{ "/view", "POST", "view", true },
-	{ "/str-replace", "POST", "str_replace", true },
-	{ "/ls", "POST", "ls", true },
-	{ "/glob", "POST", "glob", true },
-	{ "/grep", "POST", "grep", true },
-	{ "/present-files", "POST", "present_files", true },
-	{ "/configure", "POST", "configure", true },
-	{ "/tool-call", "POST", "tool_call", true },
-	{ "/isolation", "GET", "isolation", false },
-	{ "/metrics", "GET", "metrics", false },
+	{ "/health", "GET", NULL, false, R_HEALTH, false },
+	{ "/exec", "POST", "exec", true, R_EXEC, false },
+	{ "/file-create", "POST", "file_create", true, R_AGENT, false },
+	{ "/view", "POST", "view", true, R_AGENT, false },
+	{ "/str-replace", "POST", "str_replace", true, R_AGENT, false },
+	{ "/ls", "POST", "ls", true, R_AGENT, false },
+	{ "/glob", "POST", "glob", true, R_AGENT, false },
+	{ "/grep", "POST", "grep", true, R_AGENT, false },
+	{ "/present-files", "POST", "present_files", true, R_AGENT, false },
+	{ "/configure", "POST", "configure", true, R_CONFIGURE, false },
+	{ "/tool-call", "POST", "tool_call", true, R_TOOL_CALL, false },
+	{ "/isolation", "GET", "isolation", false, R_AGENT, false },
+	{ "/metrics", "GET", "metrics", false, R_METRICS, false },
+	{ "/flush", "POST", NULL, false, R_FLUSH, false },
+	{ "/flush/confirmed", "POST", NULL, false, R_FLUSH_CONFIRMED, false },
+	{ "/process/kill-all", "POST", NULL, false, R_KILL_ALL, false },
+	/* served by the reference, not by boxkite: 501 not_implemented (after
+	 * authentication, whatever the method) */
+	{ "/interpreter/", NULL, NULL, false, R_NOT_IMPL, true },
+	{ "/node-interpreter/", NULL, NULL, false, R_NOT_IMPL, true },
+	{ "/lsp/", NULL, NULL, false, R_NOT_IMPL, true },
+	{ "/browser/", NULL, NULL, false, R_NOT_IMPL, true },
+	{ "/preview/", NULL, NULL, false, R_NOT_IMPL, true },
+	{ "/process/", NULL, NULL, false, R_NOT_IMPL, true },
+	{ "/process", NULL, NULL, false, R_NOT_IMPL, false },
+	{ "/pty-exec", NULL, NULL, false, R_NOT_IMPL, false },
+	{ "/pty", NULL, NULL, false, R_NOT_IMPL, false },
+	{ "/desktop", NULL, NULL, false, R_NOT_IMPL, false },
+	{ "/http-request", NULL, NULL, false, R_NOT_IMPL, false },
+	{ "/watch", NULL, NULL, false, R_NOT_IMPL, false },
+	{ "/mount-bucket", NULL, NULL, false, R_NOT_IMPL, false },
+	{ "/ensure-skills", NULL, NULL, false, R_NOT_IMPL, false },
+	{ "/inject-skills", NULL, NULL, false, R_NOT_IMPL, false },
+	{ "/prefetch-uploads", NULL, NULL, false, R_NOT_IMPL, false },
 };
 
 #define AUTH_HEADER "X-Sidecar-Auth-Token"
 
 /* Fixed error bodies: {"detail": sentence, "code": stable code}. */
 #define ERR_BODY(detail, code) "{\"detail\":\"" detail "\",\"code\":\"" code "\"}"
-static const char body_not_found[] = ERR_BODY("not found", "not_found");
-static const char body_bad_method[] = ERR_BODY("method not allowed", "method_not_allowed");
-static const char body_unauthorized[] = ERR_BODY("unauthorized", "unauthorized");
-static const char body_no_token[] = ERR_BODY("no auth token is configured; refusing every request", "no_token_configured");
+static const char body_not_found[] = ERR_BODY("Not Found", "not_found");
+static const char body_bad_method[] = ERR_BODY("Method Not Allowed", "method_not_allowed");
+/* the reference's tests look for "missing" or "invalid" in the detail */
+static const char body_auth_missing[] = ERR_BODY("Missing sidecar auth token (X-Sidecar-Auth-Token)", "auth_missing");
+static const char body_auth_invalid[] = ERR_BODY("Invalid sidecar auth token", "auth_invalid");
+static const char body_no_token[] =
+	ERR_BODY("Sidecar auth is not configured (no token); refusing every request", "no_token_configured");
+static const char body_not_impl[] =
+	ERR_BODY("not implemented by boxkite: this route of the reference sidecar is not served (docs/api.md)",
+		 "not_implemented");
 static const char body_too_large[] = ERR_BODY("request body too large", "body_too_large");
 static const char body_busy[] = ERR_BODY("too many concurrent requests", "too_many_requests");
 static const char body_bad_framing[] =
 	ERR_BODY("ambiguous request framing: Content-Length with Transfer-Encoding, Content-Length headers that "
 		 "differ, a Transfer-Encoding other than chunked, or a NUL byte",
 		 "bad_request_framing");
-static const char body_bad_json[] = ERR_BODY("request body must be a JSON object", "bad_json");
+/* a body that is not JSON / not an object: 422, as the reference's framework */
+static const char body_bad_json[] =
+	"{\"detail\":[{\"type\":\"json_invalid\",\"loc\":[\"body\"],\"msg\":\"JSON decode error\"}],"
+	"\"code\":\"validation_error\"}";
+static const char body_not_object[] =
+	"{\"detail\":[{\"type\":\"model_attributes_type\",\"loc\":[\"body\"],\"msg\":\"Input should be a valid "
+	"dictionary or object to extract fields from\"}],\"code\":\"validation_error\"}";
+static const char body_bad_secret_env[] =
+	"{\"detail\":[{\"type\":\"dict_type\",\"loc\":[\"body\",\"secret_env\"],\"msg\":\"Input should be a valid "
+	"dictionary of strings\"}],\"code\":\"validation_error\"}";
+static const char body_bad_tool_call[] =
+	"{\"detail\":[{\"type\":\"missing\",\"loc\":[\"body\",\"tool_name\"],\"msg\":\"tool_name must be a string and "
+	"arguments an object\"}],\"code\":\"validation_error\"}";
 static const char body_unavailable[] = ERR_BODY("boxkite agent unavailable", "agent_unavailable");
 static const char body_bad_reply[] = ERR_BODY("malformed response from the boxkite agent", "bad_agent_response");
 static const char body_internal[] = ERR_BODY("internal error", "internal");
-static const char body_health_ok[] = "{\"status\":\"ok\",\"agent\":\"connected\"}";
-static const char body_health_down[] = "{\"status\":\"ok\",\"agent\":\"unavailable\"}";
+static const char body_flush[] = "{\"status\":\"flushed\",\"files\":[]}";
+static const char body_flush_confirmed[] = "{\"status\":\"flushed\",\"storage_prefix\":null,\"storage_keys\":[]}";
+static const char body_kill_all[] = "{\"killed\":0}";
+
+#define METRIC_LABEL_MAX 96
 
 struct req {
 	const struct route *route;
@@ -83,6 +140,7 @@ struct req {
 	char *body;
 	size_t len, cap;
 	char peer[SHIM_ADDR_MAX];
+	char label[METRIC_LABEL_MAX]; /* boxkite_sidecar_* route label */
 };
 
 static const char *method_label(const char *m)
@@ -97,9 +155,150 @@ static const char *method_label(const char *m)
 static const struct route *find_route(const char *url)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
-		if (streq(url, routes[i].path))
+		if (routes[i].prefix ? startswith(url, routes[i].path) : streq(url, routes[i].path))
 			return &routes[i];
 	return NULL;
+}
+
+/* ---- the reference's boxkite_sidecar_* series ---------------------------
+ * Requests and 4xx/5xx answers by route label, exactly the reference's
+ * labels (path segments it does not know become "{id}"), bounded: at most
+ * METRIC_LABELS labels, more segments or labels count as "/{other}". */
+#define METRIC_LABELS 64
+static const char *const known_segments[] = {
+	"health", "exec", "http-request", "process", "start", "output", "input", "stop", "kill-all", "interpreter",
+	"reset", "status", "ensure-skills", "inject-skills", "file-create", "view", "read-image", "str-replace",
+	"present-files", "ls", "glob", "grep", "configure", "prefetch-uploads", "flush", "confirmed", "tool-call",
+	"metrics", "pty",
+};
+static struct {
+	pthread_mutex_t lock;
+	unsigned n;
+	struct {
+		char label[METRIC_LABEL_MAX];
+		uint64_t requests, errors;
+	} l[METRIC_LABELS];
+	uint64_t exec_total, exec_errors;
+	uint64_t start;
+} metrics = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void route_label(const char *url, char *out, size_t size)
+{
+	size_t o = 0;
+	unsigned segs = 0;
+	const char *p = url;
+	while (*p == '/')
+		p++;
+	if (!*p) {
+		snprintf(out, size, "/");
+		return;
+	}
+	while (*p) {
+		const char *e = strchr(p, '/');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		const char *seg = "{id}";
+		size_t sl = 4;
+		for (size_t i = 0; i < ARRAY_SIZE(known_segments); i++)
+			if (l == strlen(known_segments[i]) && memcmp(p, known_segments[i], l) == 0)
+				seg = known_segments[i], sl = l;
+		if (l == 0) /* "a//b" */
+			seg = "", sl = 0;
+		if (++segs > 4 || o + 1 + sl >= size) {
+			snprintf(out, size, "/{other}");
+			return;
+		}
+		out[o++] = '/';
+		memcpy(out + o, seg, sl);
+		o += sl;
+		if (!e)
+			break;
+		p = e + 1;
+		if (!*p) /* trailing slash */
+			out[o++] = '/';
+	}
+	out[o] = '\0';
+}
+
+static void metrics_count(const char *route_lbl, unsigned status)
+{
+	char label[METRIC_LABEL_MAX];
+	snprintf(label, sizeof(label), "%s", route_lbl[0] ? route_lbl : "/{other}");
+	pthread_mutex_lock(&metrics.lock);
+	unsigned i;
+	for (i = 0; i < metrics.n; i++)
+		if (streq(metrics.l[i].label, label))
+			break;
+	if (i == metrics.n) {
+		if (metrics.n == METRIC_LABELS - 1 && !streq(label, "/{other}")) {
+			snprintf(label, sizeof(label), "/{other}");
+			for (i = 0; i < metrics.n; i++)
+				if (streq(metrics.l[i].label, label))
+					break;
+		}
+		if (i == metrics.n && metrics.n < METRIC_LABELS)
+			snprintf(metrics.l[metrics.n++].label, METRIC_LABEL_MAX, "%s", label);
+	}
+	if (i < metrics.n) {
+		metrics.l[i].requests++;
+		if (status >= 400 || status == 0)
+			metrics.l[i].errors++;
+	}
+	pthread_mutex_unlock(&metrics.lock);
+}
+
+static int cmp_label(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The reference's lines, sorted by label as it prints them. */
+static char *metrics_text(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	pthread_mutex_lock(&metrics.lock);
+	const char *labels[METRIC_LABELS];
+	unsigned n = metrics.n;
+	for (unsigned i = 0; i < n; i++)
+		labels[i] = metrics.l[i].label;
+	qsort(labels, n, sizeof(labels[0]), cmp_label);
+	fprintf(f, "# HELP boxkite_sidecar_uptime_seconds Seconds since this sidecar process started.\n"
+		   "# TYPE boxkite_sidecar_uptime_seconds gauge\n"
+		   "boxkite_sidecar_uptime_seconds %.3f\n",
+		(double)(now_ns() - metrics.start) / 1e9);
+	for (int pass = 0; pass < 2; pass++) {
+		fprintf(f, pass == 0 ? "# HELP boxkite_sidecar_requests_total Requests handled, by route.\n"
+				       "# TYPE boxkite_sidecar_requests_total counter\n"
+				     : "# HELP boxkite_sidecar_request_errors_total Requests with a 4xx/5xx response, by route.\n"
+				       "# TYPE boxkite_sidecar_request_errors_total counter\n");
+		for (unsigned k = 0; k < n; k++) {
+			for (unsigned i = 0; i < n; i++) {
+				if (metrics.l[i].label != labels[k])
+					continue;
+				uint64_t v = pass == 0 ? metrics.l[i].requests : metrics.l[i].errors;
+				if (pass == 0 || v)
+					fprintf(f, "boxkite_sidecar_%s{route=\"%s\"} %llu\n",
+						pass == 0 ? "requests_total" : "request_errors_total", labels[k],
+						(unsigned long long)v);
+			}
+		}
+	}
+	fprintf(f, "# HELP boxkite_sidecar_exec_total Commands executed via /exec.\n"
+		   "# TYPE boxkite_sidecar_exec_total counter\n"
+		   "boxkite_sidecar_exec_total %llu\n"
+		   "# HELP boxkite_sidecar_exec_errors_total /exec calls that returned a non-zero exit code.\n"
+		   "# TYPE boxkite_sidecar_exec_errors_total counter\n"
+		   "boxkite_sidecar_exec_errors_total %llu\n",
+		(unsigned long long)metrics.exec_total, (unsigned long long)metrics.exec_errors);
+	pthread_mutex_unlock(&metrics.lock);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
 }
 
 /* Queue a response. body is either static (owned=false) or malloc'd and
@@ -162,18 +361,22 @@ static enum MHD_Result scan_auth_header(void *cls, enum MHD_ValueKind kind, cons
  * is CRYPTO_memcmp over two equal-length buffers: neither the content nor
  * the length of the token leaks through timing. The query string is never
  * looked at. */
-static bool auth_ok(struct shim *s, struct MHD_Connection *c)
+enum auth { AUTH_OK, AUTH_MISSING, AUTH_INVALID };
+
+static enum auth auth_check(struct shim *s, struct MHD_Connection *c)
 {
 	struct auth_scan a = { 0 };
 	MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_auth_header, &a);
-	if (a.count != 1 || a.len == 0 || !a.value)
-		return false;
+	if (a.count == 0 || (a.count == 1 && (a.len == 0 || !a.value)))
+		return AUTH_MISSING;
+	if (a.count != 1)
+		return AUTH_INVALID;
 	unsigned char h[SHA256_DIGEST_LENGTH];
 	if (!SHA256((const unsigned char *)a.value, a.len, h))
-		return false;
+		return AUTH_INVALID;
 	bool ok = CRYPTO_memcmp(h, s->token_hash, sizeof(h)) == 0;
 	OPENSSL_cleanse(h, sizeof(h));
-	return ok;
+	return ok ? AUTH_OK : AUTH_INVALID;
 }
 
 /* ---- request framing ----------------------------------------------------
@@ -282,6 +485,20 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
 	if (e < 0) {
 		log_warn("malformed agent response", LS("route", r->route->path), LS("error", "bad reply shape"));
 		return respond_static(s, c, r, MHD_HTTP_BAD_GATEWAY, body_bad_reply);
+	}
+	if (r->route->kind == R_CONFIGURE && ar.status == 200) {
+		secrets_configured(args, args_len);      /* the new session's secret_names */
+		upstream_health_invalidate(&s->upstream); /* /health: the new session id */
+	}
+	if (r->route->kind == R_EXEC && ar.status == 200) {
+		cJSON *b = cJSON_ParseWithLength(ar.body, ar.len);
+		const cJSON *ec = cJSON_GetObjectItemCaseSensitive(b, "exit_code");
+		pthread_mutex_lock(&metrics.lock);
+		metrics.exec_total++;
+		if (!cJSON_IsNumber(ec) || ec->valuedouble != 0)
+			metrics.exec_errors++;
+		pthread_mutex_unlock(&metrics.lock);
+		cJSON_Delete(b);
 	}
 	return respond(s, c, r, ar.status, ar.content_type, ar.body, ar.len, true);
 }
@@ -392,6 +609,83 @@ static void *conn_watchdog(void *arg)
 
 /* ---- the access handler ------------------------------------------------ */
 
+/* ---- answered by the shim ---------------------------------------------- */
+
+/* The reference's /health, plus "agent". idle_seconds: since the last
+ * request other than /health (any route, authenticated or not, as the
+ * reference's middleware counts it); session_id: the agent's, for this pod. */
+static enum MHD_Result respond_health(struct shim *s, struct MHD_Connection *c, struct req *r)
+{
+	char sid[264];
+	bool has_sid = false;
+	bool ok = upstream_health(&s->upstream, sid, sizeof(sid), &has_sid);
+	double idle = (double)(now_ns() - atomic_load(&s->last_activity)) / 1e9;
+	cJSON *b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "status", "healthy");
+	cJSON_AddItemToObject(b, "session_id", has_sid ? cJSON_CreateString(sid) : cJSON_CreateNull());
+	cJSON_AddNullToObject(b, "skills_rev");
+	cJSON_AddStringToObject(b, "runtime_mode", s->runtime_mode);
+	cJSON_AddStringToObject(b, "storage_backend", "none");
+	cJSON_AddNumberToObject(b, "idle_seconds", (double)(int64_t)(idle * 10.0 + 0.5) / 10.0);
+	cJSON_AddStringToObject(b, "agent", ok ? "connected" : "unavailable");
+	char *txt = cJSON_PrintUnformatted(b);
+	cJSON_Delete(b);
+	if (!txt)
+		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
+	return respond(s, c, r, MHD_HTTP_OK, "application/json", txt, strlen(txt), true);
+}
+
+/* The reference's boxkite_sidecar_* series, then the agent's own. */
+static enum MHD_Result respond_metrics(struct shim *s, struct MHD_Connection *c, struct req *r)
+{
+	_cleanup_free_ char *mine = metrics_text();
+	if (!mine)
+		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
+	_cleanup_free_ char *frame = NULL, *resp = NULL;
+	size_t n = 0, rlen = 0;
+	struct upstream_reply ar = { 0 };
+	const char *theirs = "";
+	if (shim_build_frame("metrics", "{}", 2, &frame, &n) == 0 &&
+	    upstream_call(&s->upstream, frame, n, SHIM_HEALTH_PING_TIMEOUT_MS, &resp, &rlen) == 0 &&
+	    upstream_parse_reply(resp, rlen, &ar) == 0 && ar.status == 200 && startswith(ar.content_type, "text/plain"))
+		theirs = ar.body;
+	char *txt = NULL;
+	int e = asprintf(&txt, "%s%s", mine, theirs);
+	free(ar.body);
+	if (e < 0)
+		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
+	return respond(s, c, r, MHD_HTTP_OK, "text/plain; version=0.0.4", txt, strlen(txt), true);
+}
+
+/* /tool-call to the backend: always 200 (backend.c). */
+static enum MHD_Result tool_call_backend(struct shim *s, struct MHD_Connection *c, struct req *r)
+{
+	cJSON *j = cJSON_ParseWithLength(r->body, r->len);
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "tool_name");
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(j, "arguments");
+	if (!cJSON_IsString(name) || (args && !cJSON_IsObject(args))) {
+		cJSON_Delete(j);
+		return respond_static(s, c, r, MHD_HTTP_UNPROCESSABLE_CONTENT, body_bad_tool_call);
+	}
+	/* the pod's own session, never the request's session_id */
+	char sid[264];
+	bool has_sid = false;
+	upstream_health_invalidate(&s->upstream);
+	upstream_health(&s->upstream, sid, sizeof(sid), &has_sid);
+	log_info("tool_call", LS("tool", name->valuestring), LS("route", "/tool-call"));
+	char *out = backend_tool_call(name->valuestring, args, has_sid ? sid : NULL);
+	cJSON_Delete(j);
+	if (!out)
+		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
+	return respond(s, c, r, MHD_HTTP_OK, "application/json", out, strlen(out), true);
+}
+
+static bool expects_continue(struct MHD_Connection *c)
+{
+	const char *e = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+	return e && strcasecmp(e, "100-continue") == 0;
+}
+
 static enum MHD_Result first_call(struct shim *s, struct MHD_Connection *c, struct req *r, const char *url,
 				  const char *method)
 {
@@ -402,22 +696,43 @@ static enum MHD_Result first_call(struct shim *s, struct MHD_Connection *c, stru
 			log_info("refused an ambiguous request framing", LS("peer", r->peer), LI("suppressed", dropped));
 		return respond_static(s, c, r, MHD_HTTP_BAD_REQUEST, body_bad_framing);
 	}
+	route_label(url, r->label, sizeof(r->label));
 	r->route = find_route(url);
+	/* Authentication comes before routing, as in the reference (an
+	 * unknown route without a token is 401, not 404); /health alone is
+	 * exempt. The reference's last activity is every request but /health. */
+	bool health = r->route && r->route->kind == R_HEALTH;
+	if (!health) {
+		atomic_store(&s->last_activity, now_ns());
+		if (!s->token_set)
+			return respond_static(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE, body_no_token);
+		enum auth au = auth_check(s, c);
+		if (au != AUTH_OK)
+			return respond_static(s, c, r, MHD_HTTP_UNAUTHORIZED,
+					      au == AUTH_MISSING ? body_auth_missing : body_auth_invalid);
+	}
 	if (!r->route)
 		return respond_static(s, c, r, MHD_HTTP_NOT_FOUND, body_not_found);
+	if (r->route->kind == R_NOT_IMPL)
+		return respond_static(s, c, r, MHD_HTTP_NOT_IMPLEMENTED, body_not_impl);
 	if (!streq(method, r->route->method))
 		return respond_static(s, c, r, MHD_HTTP_METHOD_NOT_ALLOWED, body_bad_method);
-	if (!r->route->op)
-		return MHD_YES; /* /health: answered on the final call */
-	if (!s->token_set)
-		return respond_static(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE, body_no_token);
-	if (!auth_ok(s, c))
-		return respond_static(s, c, r, MHD_HTTP_UNAUTHORIZED, body_unauthorized);
+	if (health)
+		return MHD_YES; /* answered on the final call */
 
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	uint64_t clen;
-	if (cl && parse_u64(cl, &clen) == 0 && clen > s->max_body)
-		return respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
+	if (cl && parse_u64(cl, &clen) == 0 && clen > s->max_body) {
+		/* Over the limit. A client that waits for 100-continue gets the
+		 * 413 now; one that sends its body anyway (most do) gets it after
+		 * the body, read and discarded, so the answer is not lost in a
+		 * connection reset. Far over (more than another max_body): now. */
+		if (expects_continue(c) || clen - s->max_body > s->max_body)
+			return respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
+		r->too_large = true;
+		r->discarded = 0;
+		return MHD_YES;
+	}
 
 	unsigned prev = atomic_fetch_add(&s->inflight, 1);
 	if (prev >= s->max_concurrent) {
@@ -437,8 +752,10 @@ static enum MHD_Result first_call(struct shim *s, struct MHD_Connection *c, stru
 static bool consume(struct shim *s, struct req *r, const char *data, size_t n)
 {
 	if (r->too_large) {
+		/* a Content-Length body over the limit is discarded whole (at
+		 * most 2 x max_body, first_call); a chunked one past the limit */
 		r->discarded += n;
-		return r->discarded <= s->max_body;
+		return r->discarded <= 2 * s->max_body;
 	}
 	if (n > s->max_body - r->len) {
 		/* Over the limit: answer 413 at the end of the body, reading and
@@ -508,14 +825,44 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
 	if (!framing_ok(s, c, false)) /* a NUL in the body, seen after the headers */
 		return respond_static(s, c, r, MHD_HTTP_BAD_REQUEST, body_bad_framing);
-	if (!r->route->op)
-		return respond_static(s, c, r, MHD_HTTP_OK,
-				      upstream_healthy(&s->upstream) ? body_health_ok : body_health_down);
+	switch (r->route->kind) {
+	case R_HEALTH:
+		return respond_health(s, c, r);
+	case R_FLUSH:
+		return respond_static(s, c, r, MHD_HTTP_OK, body_flush);
+	case R_FLUSH_CONFIRMED:
+		return respond_static(s, c, r, MHD_HTTP_OK, body_flush_confirmed);
+	case R_KILL_ALL:
+		return respond_static(s, c, r, MHD_HTTP_OK, body_kill_all);
+	case R_METRICS:
+		return respond_metrics(s, c, r);
+	default:
+		break;
+	}
 	if (!r->route->body)
 		return forward(s, c, r, "{}", 2); /* a body sent with a GET is ignored */
 	if (!body_is_json_object(r->body, r->len))
-		return respond_static(s, c, r, MHD_HTTP_BAD_REQUEST, body_bad_json);
-	enum MHD_Result ret = forward(s, c, r, r->body, r->len);
+		return respond_static(s, c, r, MHD_HTTP_UNPROCESSABLE_CONTENT,
+				      body_is_json(r->body, r->len) ? body_not_object : body_bad_json);
+	enum MHD_Result ret;
+	if (r->route->kind == R_EXEC) {
+		_cleanup_free_ char *args = NULL;
+		size_t alen = 0;
+		const char *bad = NULL;
+		int e = secrets_rewrite_exec(s->secrets_dir, r->body, r->len, &args, &alen, &bad);
+		if (e == -EINVAL)
+			ret = respond_static(s, c, r, MHD_HTTP_UNPROCESSABLE_CONTENT, body_bad_secret_env);
+		else if (e < 0)
+			ret = respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
+		else
+			ret = forward(s, c, r, args, alen);
+		if (args)
+			OPENSSL_cleanse(args, alen); /* resolved secret values */
+	} else if (r->route->kind == R_TOOL_CALL && !s->tool_call_local) {
+		ret = tool_call_backend(s, c, r);
+	} else {
+		ret = forward(s, c, r, r->body, r->len);
+	}
 	free(r->body);
 	r->body = NULL;
 	return ret;
@@ -550,6 +897,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 	*con_cls = NULL;
 	if (r->slot)
 		atomic_fetch_sub(&s->inflight, 1);
+	metrics_count(r->label, r->status);
 	/* Only the fixed route name is logged: the URL is client-controlled. */
 	log_info("request", LS("peer", r->peer), LS("method", r->method),
 		 LS("route", r->route ? r->route->path : "unknown"),
@@ -563,6 +911,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 
 int http_start(struct shim *s)
 {
+	metrics.start = now_ns();
+	atomic_store(&s->last_activity, now_ns());
 	pthread_mutex_init(&s->conns_lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);

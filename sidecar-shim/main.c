@@ -3,11 +3,20 @@
  *
  * Configuration comes from the environment only (CLI.md):
  *   SIDECAR_AUTH_TOKEN_FILE  file holding the token (trailing newline stripped)
- *   SIDECAR_TLS_CERT, SIDECAR_TLS_KEY  PEM files (TLS 1.3, OpenSSL; see tls.c)
+ *   SIDECAR_AUTH_TOKEN       the token itself (the reference's way; used
+ *                            when no file is named; wiped after reading)
+ *   SIDECAR_SECRETS_DIR      granted secrets, one file each (default
+ *                            /etc/boxkite/secrets; secrets.c)
+ *   BACKEND_URL              /tool-call's backend (backend.c)
+ *   SIDECAR_TOOL_CALL_LOCAL  "true": /tool-call runs the agent's local tools
+ *   RUNTIME_MODE             /health's runtime_mode (default k8s)
+ *   SIDECAR_TLS_CERT, SIDECAR_TLS_KEY  PEM files (TLS 1.3, OpenSSL; see tls.c);
+ *                            neither set: /etc/boxkite/tls/tls.{crt,key}
  *   SIDECAR_TLS_DISABLED     "true" -> plain HTTP; anything else -> TLS required
- *   SIDECAR_LISTEN           host:port, IPv4 or [IPv6] (default 0.0.0.0:8443)
+ *   SIDECAR_LISTEN           host:port, IPv4 or [IPv6] (default 0.0.0.0:8080)
  *   BOXKITE_AGENT_SOCKET     agent socket (default /run/boxkite/agent.sock)
- *   SIDECAR_MAX_BODY         bytes (default 8 MiB - 64: one agent frame; see the clamp below)
+ *   SIDECAR_MAX_BODY         bytes (default 32 MiB; at most one agent frame less
+ *                            SHIM_FRAME_RESERVE, see the clamp below)
  *   SIDECAR_MAX_CONCURRENT   requests in flight before 429 (default 32)
  *   SIDECAR_MAX_CONNECTIONS  open connections (default 2*concurrent+8)
  *   SIDECAR_CONN_TIMEOUT     seconds an idle/slow client may hold a
@@ -114,12 +123,42 @@ static int env_uint(const char *name, uint64_t def, uint64_t min, uint64_t max, 
 /* Read the token, keep only its SHA-256, wipe the plaintext. A missing,
  * empty, oversized or unusable token file leaves the shim running but
  * answering 503 to every route except /health (fail closed). */
+static void token_from_env(struct shim *s, char *v)
+{
+	/* the reference: SIDECAR_AUTH_TOKEN, surrounding whitespace stripped,
+	 * its pod template's placeholder the same as no token */
+	size_t len = strlen(v), n = len;
+	const char *p = v;
+	while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+		p++, n--;
+	while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r' || p[n - 1] == '\n'))
+		n--;
+	bool bad = n == 0 || (n == strlen(SHIM_TOKEN_PLACEHOLDER) && memcmp(p, SHIM_TOKEN_PLACEHOLDER, n) == 0);
+	for (size_t i = 0; i < n; i++)
+		if (((unsigned char)p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f)
+			bad = true;
+	if (bad)
+		log_warn("SIDECAR_AUTH_TOKEN is empty, the template placeholder or unusable; every authenticated route "
+			 "answers 503");
+	else {
+		SHA256((const unsigned char *)p, n, s->token_hash);
+		s->token_set = true;
+	}
+	OPENSSL_cleanse(v, len);
+}
+
 static void load_token(struct shim *s)
 {
 	const char *path = getenv("SIDECAR_AUTH_TOKEN_FILE");
 	s->token_set = false;
+	char *env = getenv("SIDECAR_AUTH_TOKEN");
+	if ((!path || !*path) && env) {
+		token_from_env(s, env);
+		return;
+	}
 	if (!path || !*path) {
-		log_warn("SIDECAR_AUTH_TOKEN_FILE is not set; every authenticated route answers 503");
+		log_warn("neither SIDECAR_AUTH_TOKEN_FILE nor SIDECAR_AUTH_TOKEN is set; every authenticated route "
+			 "answers 503");
 		return;
 	}
 	_cleanup_free_ char *buf = NULL;
@@ -180,8 +219,13 @@ static int load_config(struct shim *s, const char **cert, const char **key)
 	if (s->tls) {
 		*cert = getenv("SIDECAR_TLS_CERT");
 		*key = getenv("SIDECAR_TLS_KEY");
+		/* neither set: the reference's mount, /etc/boxkite/tls/tls.{crt,key} */
+		if ((!*cert || !**cert) && (!*key || !**key)) {
+			*cert = SHIM_DEFAULT_TLS_DIR "/tls.crt";
+			*key = SHIM_DEFAULT_TLS_DIR "/tls.key";
+		}
 		if (!*cert || !**cert || !*key || !**key) {
-			log_error("TLS is required but SIDECAR_TLS_CERT and SIDECAR_TLS_KEY are not both set "
+			log_error("TLS is required but only one of SIDECAR_TLS_CERT and SIDECAR_TLS_KEY is set "
 				  "(SIDECAR_TLS_DISABLED=true for plain HTTP)");
 			return -EINVAL;
 		}
@@ -194,7 +238,7 @@ static int load_config(struct shim *s, const char **cert, const char **key)
 	/* The agent refuses request frames over BK_REQ_MAX; a larger body
 	 * could never be forwarded, so answer 413 for it up front rather than
 	 * buffer it and fail later. */
-	const uint64_t frame_overhead = 64;
+	const uint64_t frame_overhead = SHIM_FRAME_RESERVE;
 	s->max_body_configured = s->max_body;
 	if (s->max_body > BK_REQ_MAX - frame_overhead)
 		s->max_body = BK_REQ_MAX - frame_overhead;
@@ -223,6 +267,15 @@ static int load_config(struct shim *s, const char **cert, const char **key)
 	if (env_uint("SIDECAR_DRAIN_TIMEOUT", SHIM_DEFAULT_DRAIN_TIMEOUT, 0, 3600, &v) < 0)
 		return -EINVAL;
 	s->drain_timeout = (unsigned)v;
+
+	s->secrets_dir = getenv("SIDECAR_SECRETS_DIR");
+	if (!s->secrets_dir || !*s->secrets_dir)
+		s->secrets_dir = SHIM_DEFAULT_SECRETS_DIR;
+	s->runtime_mode = getenv("RUNTIME_MODE");
+	if (!s->runtime_mode || !*s->runtime_mode || strlen(s->runtime_mode) > 32)
+		s->runtime_mode = "k8s";
+	const char *tl = getenv("SIDECAR_TOOL_CALL_LOCAL");
+	s->tool_call_local = tl && streq(tl, "true");
 
 	const char *sock = getenv("BOXKITE_AGENT_SOCKET");
 	if (!sock || !*sock)
@@ -294,6 +347,7 @@ int main(int argc, char **argv)
 		return 1;
 	/* Secrets' paths are not needed any more; drop them from our env. */
 	unsetenv("SIDECAR_AUTH_TOKEN_FILE");
+	unsetenv("SIDECAR_AUTH_TOKEN"); /* wiped in place already; now gone from our env */
 	unsetenv("SIDECAR_TLS_KEY");
 
 	if (http_start(&s) < 0) {

@@ -29,9 +29,14 @@
 #include "lib/log.h"
 #include "lib/util.h"
 
-#define SHIM_DEFAULT_LISTEN "0.0.0.0:8443"
+#define SHIM_DEFAULT_LISTEN "0.0.0.0:8080" /* the reference sidecar's port, which the manager dials */
 #define SHIM_DEFAULT_AGENT_SOCKET "/run/boxkite/agent.sock"
-#define SHIM_DEFAULT_MAX_BODY (BK_REQ_MAX - 64u) /* what one agent frame can carry */
+#define SHIM_DEFAULT_MAX_BODY (32u * 1024u * 1024u) /* 10 MiB of file content, JSON-escaped */
+#define SHIM_FRAME_RESERVE (512u * 1024u) /* frame envelope + resolved secrets (secrets.c) */
+#define SHIM_DEFAULT_SECRETS_DIR "/etc/boxkite/secrets"
+#define SHIM_DEFAULT_TLS_DIR "/etc/boxkite/tls" /* the reference's mount: tls.crt, tls.key */
+/* deploy/pod-template.yaml's placeholder in the reference: treated as no token */
+#define SHIM_TOKEN_PLACEHOLDER "CHANGEME-generate-a-random-per-pod-secret-see-comment-above"
 #define SHIM_DEFAULT_MAX_CONCURRENT 32u
 #define SHIM_DEFAULT_CONN_TIMEOUT 30u
 #define SHIM_DEFAULT_DRAIN_TIMEOUT 30u
@@ -76,6 +81,8 @@ struct upstream_pool {
 	pthread_mutex_t health_lock;
 	uint64_t health_at;
 	bool health_ok;
+	bool health_has_sid;
+	char health_sid[264]; /* the pod's session id (agent's ping) */
 };
 struct upstream_reply {
 	unsigned status;
@@ -96,6 +103,11 @@ int upstream_call_watch(struct upstream_pool *a, const char *req, size_t len, in
 int upstream_parse_reply(const char *resp, size_t len, struct upstream_reply *out);
 /* True when a ping round trip returns status 200 (cached for 1 s). */
 bool upstream_healthy(struct upstream_pool *a);
+/* The same, and the pod's session id as the agent's ping names it
+ * (*has_sid false: no session). */
+bool upstream_health(struct upstream_pool *a, char *sid, size_t sidlen, bool *has_sid);
+/* The next /health asks the agent again (after a /configure). */
+void upstream_health_invalidate(struct upstream_pool *a);
 
 /* ---- http.c / tls.c / main.c ------------------------------------------ */
 struct shim {
@@ -113,6 +125,9 @@ struct shim {
 	unsigned max_pending_per_peer; /* of those, not yet past their first request's headers */
 	unsigned drain_timeout;
 	bool token_set;
+	bool tool_call_local;        /* SIDECAR_TOOL_CALL_LOCAL=true: /tool-call runs the agent's tools */
+	const char *secrets_dir;     /* granted secrets (secrets.c) */
+	const char *runtime_mode;    /* /health's runtime_mode (RUNTIME_MODE, default k8s) */
 	unsigned char token_hash[32]; /* SHA-256 of the token; the token itself is wiped */
 
 	/* runtime */
@@ -122,6 +137,7 @@ struct shim {
 	atomic_uint inflight; /* requests holding a concurrency slot (429) */
 	atomic_uint active;   /* every request from headers to completion (drain) */
 	atomic_bool draining;
+	_Atomic uint64_t last_activity; /* now_ns() of the last request other than /health */
 
 	/* http.c: header deadline (see conn_watchdog) */
 	pthread_mutex_t conns_lock;
@@ -155,6 +171,20 @@ struct peer_entry {
 	uint64_t accepted; /* now_ns() at accept */
 	char addr[SHIM_ADDR_MAX];
 };
+
+/* ---- secrets.c: /exec's secret_env ---------------------------------------- */
+/* A /configure succeeded: its secret_names are the grants from now on. */
+void secrets_configured(const char *body, size_t len);
+/* The /exec body with secret_env resolved into "secrets" (malloc'd);
+ * -EINVAL (*bad_field set) when secret_env is not an object of strings. */
+int secrets_rewrite_exec(const char *dir, const char *body, size_t len, char **out, size_t *outlen,
+			 const char **bad_field);
+
+/* ---- backend.c: /tool-call to $BACKEND_URL -------------------------------- */
+struct cJSON;
+/* Always a JSON text (malloc'd): the backend's answer or {"error": ...};
+ * NULL only when out of memory. */
+char *backend_tool_call(const char *tool_name, const struct cJSON *arguments, const char *session_id);
 
 int http_start(struct shim *s);
 /* Stop accepting; returns once no new connection can arrive. */

@@ -222,29 +222,53 @@ int upstream_parse_reply(const char *resp, size_t len, struct upstream_reply *ou
 	return 0;
 }
 
-bool upstream_healthy(struct upstream_pool *a)
+void upstream_health_invalidate(struct upstream_pool *a)
+{
+	pthread_mutex_lock(&a->health_lock);
+	a->health_at = 0;
+	pthread_mutex_unlock(&a->health_lock);
+}
+
+bool upstream_health(struct upstream_pool *a, char *sid, size_t sidlen, bool *has_sid)
 {
 	static const char ping[] = "{\"op\":\"ping\",\"args\":{}}";
 	pthread_mutex_lock(&a->health_lock);
 	uint64_t now = now_ns();
-	if (a->health_at != 0 && now - a->health_at < SHIM_HEALTH_CACHE_NS) {
-		bool ok = a->health_ok;
-		pthread_mutex_unlock(&a->health_lock);
-		return ok;
-	}
-	_cleanup_free_ char *resp = NULL;
-	size_t rlen = 0;
-	bool ok = false;
-	int e = upstream_call(a, ping, sizeof(ping) - 1, SHIM_HEALTH_PING_TIMEOUT_MS, &resp, &rlen);
-	if (e == 0) {
-		struct upstream_reply r;
-		if (upstream_parse_reply(resp, rlen, &r) == 0) {
-			ok = r.status == 200;
-			free(r.body);
+	if (a->health_at == 0 || now - a->health_at >= SHIM_HEALTH_CACHE_NS) {
+		_cleanup_free_ char *resp = NULL;
+		size_t rlen = 0;
+		bool ok = false;
+		a->health_sid[0] = '\0';
+		a->health_has_sid = false;
+		int e = upstream_call(a, ping, sizeof(ping) - 1, SHIM_HEALTH_PING_TIMEOUT_MS, &resp, &rlen);
+		if (e == 0) {
+			struct upstream_reply r;
+			if (upstream_parse_reply(resp, rlen, &r) == 0) {
+				ok = r.status == 200;
+				/* the pod's session, as the agent knows it (null: none) */
+				cJSON *b = ok ? cJSON_ParseWithLength(r.body, r.len) : NULL;
+				const cJSON *s = cJSON_GetObjectItemCaseSensitive(b, "session_id");
+				if (cJSON_IsString(s) && strlen(s->valuestring) < sizeof(a->health_sid)) {
+					snprintf(a->health_sid, sizeof(a->health_sid), "%s", s->valuestring);
+					a->health_has_sid = true;
+				}
+				cJSON_Delete(b);
+				free(r.body);
+			}
 		}
+		a->health_at = now_ns();
+		a->health_ok = ok;
 	}
-	a->health_at = now_ns();
-	a->health_ok = ok;
+	bool ok = a->health_ok;
+	if (sid)
+		snprintf(sid, sidlen, "%s", a->health_sid);
+	if (has_sid)
+		*has_sid = a->health_has_sid;
 	pthread_mutex_unlock(&a->health_lock);
 	return ok;
+}
+
+bool upstream_healthy(struct upstream_pool *a)
+{
+	return upstream_health(a, NULL, 0, NULL);
 }

@@ -42,6 +42,7 @@ lane e2e-asan env BK_BIN="$PWD/build/san" tests/run-e2e.sh
 [ -x tests/cri/run.sh ] && lane cri env BK_BIN="$PWD/build" tests/cri/run.sh
 [ -x tests/shim/run.sh ] && lane shim env BK_BIN="$PWD/build" tests/shim/run.sh
 [ -x tests/shim/run.sh ] && lane shim-asan env BK_BIN="$PWD/build/san" tests/shim/run.sh
+[ -x tests/contract/run.sh ] && lane contract env BK_BIN="$PWD/build" tests/contract/run.sh
 [ -x tests/manifests/run.sh ] && lane manifests tests/manifests/run.sh
 [ -x tests/valgrind.sh ] && lane valgrind env BK_BIN="$PWD/build" tests/valgrind.sh
 [ -x tests/fuzz/run.sh ] && lane fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-5}" tests/fuzz/run.sh

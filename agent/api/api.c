@@ -7,6 +7,7 @@
 #include "agent/api/op_observe.h"
 #include "agent/api/op_session.h"
 #include "agent/api/op_files.h"
+#include "agent/session/session.h"
 #include "agent/observe/metrics.h"
 #include "lib/util.h"
 
@@ -31,6 +32,11 @@ static char *op_ping(struct bk_agent *a, const struct bk_pod *p, const char *op,
 {
 	cJSON *b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "status", "ok");
+	if (p) { /* the shim's ping: its pod's session, for /health */
+		char sid[BK_SESSION_ID_MAX + 1];
+		bk_session_current(a, p->pod_uid, sid, sizeof(sid), NULL);
+		cJSON_AddItemToObject(b, "session_id", sid[0] ? cJSON_CreateString(sid) : cJSON_CreateNull());
+	}
 	return bk_api_respond(200, b);
 }
 
@@ -212,8 +218,8 @@ char *bk_api_handle(struct bk_agent *a, enum bk_caller_kind kind, const struct b
 			out = bk_api_error(404, "unknown_op", "unknown operation \"%.64s\"", op->valuestring);
 		else if (o->flags & ON_POD)
 			out = run_on_pod(a, kind, caller, o, args);
-		else
-			out = o->run(a, NULL, o->name, args);
+		else /* ping from the shim: its pod (the session id for /health) */
+			out = o->run(a, kind == BK_CALLER_SHIM ? caller : NULL, o->name, args);
 	}
 	cJSON_Delete(empty);
 	cJSON_Delete(root);

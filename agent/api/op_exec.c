@@ -20,70 +20,91 @@
 #define MAX_COMMAND (256u * 1024u)
 #define MAX_SECRET_BYTES (64u * 1024u)
 
+/* The reference sidecar's rule for a secret_env name: a POSIX identifier,
+ * not one of the loader/interpreter hooks (compared upper-cased); ours adds
+ * the clean environment's own names and every LD_/DYLD_ variable. A name
+ * that fails is dropped silently (as the reference), never a 400. */
 static bool env_name_ok(const char *n)
 {
 	if (!n[0] || strlen(n) > 128 || !((n[0] >= 'A' && n[0] <= 'Z') || (n[0] >= 'a' && n[0] <= 'z') || n[0] == '_'))
 		return false;
-	for (const char *p = n; *p; p++)
+	char up[129];
+	size_t i = 0;
+	for (const char *p = n; *p; p++) {
 		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
 			return false;
-	/* the clean environment's own names and loader/shell hooks are not
-	 * for secret_env to set */
-	static const char *const reserved[] = { "PATH", "HOME", "LANG", "TERM", "ENV", "BASH_ENV", "IFS", "SHELL", NULL };
-	for (int i = 0; reserved[i]; i++)
-		if (streq(n, reserved[i]))
+		up[i++] = (*p >= 'a' && *p <= 'z') ? (char)(*p - 'a' + 'A') : *p;
+	}
+	up[i] = '\0';
+	static const char *const reserved[] = { "PATH", "IFS", "ENV", "BASH_ENV", "BASH_FUNC", "PYTHONSTARTUP",
+						"PYTHONPATH", "PERL5OPT", "NODE_OPTIONS", "NODE_PATH", "HOME", "LANG",
+						"TERM", "SHELL", NULL };
+	for (int k = 0; reserved[k]; k++)
+		if (streq(up, reserved[k]))
 			return false;
-	return !startswith(n, "LD_");
+	return !startswith(up, "LD_") && !startswith(up, "DYLD_");
 }
 
 /* Validate the exec arguments. Returns NULL and fills ea, or an error
- * response. */
+ * response (422 with a list "detail", as the reference's framework). */
 static char *parse_exec(const struct bk_config *c, const cJSON *args, struct bk_exec_args *ea)
 {
 	memset(ea, 0, sizeof(*ea));
 	ea->client_fd = -1;
 	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(args, "command");
-	if (!cJSON_IsString(cmd) || !cmd->valuestring[0])
-		return bk_api_error(400, "bad_request", "\"command\" must be a non-empty string");
+	if (!cmd)
+		return bk_api_invalid("command", "missing", "Field required");
+	if (!cJSON_IsString(cmd))
+		return bk_api_invalid("command", "string_type", "Input should be a valid string");
+	if (!cmd->valuestring[0])
+		return bk_api_invalid("command", "value_error", "command must not be empty");
 	if (strlen(cmd->valuestring) > MAX_COMMAND)
-		return bk_api_error(400, "bad_request", "\"command\" is longer than %u bytes", MAX_COMMAND);
+		return bk_api_invalid("command", "string_too_long", "command is longer than %u bytes", MAX_COMMAND);
 	ea->command = cmd->valuestring;
 	ea->timeout = c->timeout_default;
 	const cJSON *to = cJSON_GetObjectItemCaseSensitive(args, "timeout");
 	if (to && !cJSON_IsNull(to)) {
-		if (!cJSON_IsNumber(to) || to->valuedouble < 1 || to->valuedouble > c->timeout_max ||
-		    to->valuedouble != (double)(uint32_t)to->valuedouble)
-			return bk_api_error(400, "bad_request", "\"timeout\" must be an integer from 1 to %u seconds",
-					    c->timeout_max);
+		if (!cJSON_IsNumber(to) || to->valuedouble != (double)(int64_t)to->valuedouble)
+			return bk_api_invalid("timeout", "int_type", "Input should be a valid integer");
+		if (to->valuedouble < 1 || to->valuedouble > c->timeout_max)
+			return bk_api_invalid("timeout", "value_error", "timeout must be from 1 to %u seconds",
+					      c->timeout_max);
 		ea->timeout = (uint32_t)to->valuedouble;
 	}
 	const cJSON *cwd = cJSON_GetObjectItemCaseSensitive(args, "cwd");
 	if (cwd && !cJSON_IsNull(cwd)) {
 		if (!cJSON_IsString(cwd) || cwd->valuestring[0] != '/' || strlen(cwd->valuestring) > 4096)
-			return bk_api_error(400, "bad_request", "\"cwd\" must be an absolute path");
+			return bk_api_invalid("cwd", "value_error", "cwd must be an absolute path");
 		ea->cwd = cwd->valuestring;
 	}
-	const cJSON *se = cJSON_GetObjectItemCaseSensitive(args, "secret_env");
+	/* "secrets": [{env, name, value}], made by the shim from the request's
+	 * secret_env (ENV -> granted secret name) and its granted secrets; the
+	 * client's own secret_env never reaches here (the shim removes it). */
+	const cJSON *se = cJSON_GetObjectItemCaseSensitive(args, "secrets");
 	if (se && !cJSON_IsNull(se)) {
-		if (!cJSON_IsObject(se))
-			return bk_api_error(400, "bad_request", "\"secret_env\" must be an object of strings");
+		if (!cJSON_IsArray(se))
+			return bk_api_invalid("secrets", "list_type", "Input should be a valid list");
 		size_t total = 0;
 		const cJSON *it;
 		cJSON_ArrayForEach(it, se)
 		{
+			const cJSON *env = cJSON_GetObjectItemCaseSensitive(it, "env");
+			const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+			const cJSON *val = cJSON_GetObjectItemCaseSensitive(it, "value");
+			if (!cJSON_IsString(env) || !cJSON_IsString(name) || !cJSON_IsString(val) ||
+			    strlen(name->valuestring) > BK_SECRET_NAME_MAX)
+				return bk_api_invalid("secrets", "value_error", "secrets entries are {env, name, value} strings");
+			if (!env_name_ok(env->valuestring))
+				continue; /* dropped silently, as the reference */
 			if (ea->nsecrets == BK_SECRETS_MAX)
-				return bk_api_error(400, "bad_request", "at most %d secret_env entries", BK_SECRETS_MAX);
-			if (!cJSON_IsString(it))
-				return bk_api_error(400, "bad_request", "secret_env values must be strings");
-			if (!env_name_ok(it->string))
-				return bk_api_error(400, "bad_request", "secret_env name \"%.64s\" is not allowed",
-						    it->string);
-			total += strlen(it->string) + strlen(it->valuestring);
+				return bk_api_invalid("secret_env", "too_long", "at most %d secret_env entries", BK_SECRETS_MAX);
+			total += strlen(env->valuestring) + strlen(val->valuestring);
 			if (total > MAX_SECRET_BYTES)
-				return bk_api_error(400, "bad_request", "secret_env is larger than %u bytes",
-						    MAX_SECRET_BYTES);
-			ea->secret_names[ea->nsecrets] = it->string;
-			ea->secret_values[ea->nsecrets] = it->valuestring;
+				return bk_api_invalid("secret_env", "too_long", "secret_env values are larger than %u bytes",
+						      MAX_SECRET_BYTES);
+			ea->secret_names[ea->nsecrets] = env->valuestring;
+			ea->secret_labels[ea->nsecrets] = name->valuestring;
+			ea->secret_values[ea->nsecrets] = val->valuestring;
 			ea->nsecrets++;
 		}
 	}
@@ -195,7 +216,7 @@ static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_resu
 static cJSON *out_string(char *raw, size_t len, const struct bk_exec_args *ea, bool truncated)
 {
 	size_t l = len;
-	char *red = bk_redact(raw, &l, ea->secret_values, ea->nsecrets, truncated);
+	char *red = bk_redact_named(raw, &l, ea->secret_values, ea->secret_labels, ea->nsecrets, truncated);
 	if (!red)
 		return cJSON_CreateString("");
 	size_t sl;
@@ -316,10 +337,22 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 	if (bk_session_exec(a, pod, &ea, res, &ref) < 0)
 		return bk_api_refusal(&ref);
 	cJSON *b = cJSON_CreateObject();
-	cJSON_AddNumberToObject(b, "exit_code", res->exit_code);
-	cJSON_AddItemToObject(b, "stdout", out_string(res->out, res->outlen, &ea, res->truncated));
-	cJSON_AddItemToObject(b, "stderr", out_string(res->err, res->errlen, &ea, res->truncated));
-	res->out = res->err = NULL; /* freed by out_string */
+	if (res->timed_out) {
+		/* the reference's timeout answer: exit 124, no stdout, one line on
+		 * stderr (the receipt keeps the status the kernel reported) */
+		char line[64];
+		snprintf(line, sizeof(line), "Command timed out after %us", ea.timeout);
+		cJSON_AddNumberToObject(b, "exit_code", 124);
+		cJSON_AddStringToObject(b, "stdout", "");
+		cJSON_AddStringToObject(b, "stderr", line);
+		free(res->out);
+		free(res->err);
+	} else {
+		cJSON_AddNumberToObject(b, "exit_code", res->exit_code);
+		cJSON_AddItemToObject(b, "stdout", out_string(res->out, res->outlen, &ea, res->truncated));
+		cJSON_AddItemToObject(b, "stderr", out_string(res->err, res->errlen, &ea, res->truncated));
+	}
+	res->out = res->err = NULL; /* freed above */
 	cJSON_AddBoolToObject(b, "timed_out", res->timed_out);
 	cJSON_AddBoolToObject(b, "truncated", res->truncated);
 	cJSON_AddNumberToObject(b, "duration_ms", res->duration_ms);

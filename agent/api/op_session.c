@@ -7,18 +7,26 @@
 
 char *bk_api_configure(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
 {
+	/* session_id absent or null: the manager's pod-recycle call, a reset
+	 * to no session (every exec killed, the data wiped), as the reference */
 	const cJSON *sid = cJSON_GetObjectItemCaseSensitive(args, "session_id");
-	if (!cJSON_IsString(sid) || !bk_session_text_ok(sid->valuestring, BK_SESSION_ID_MAX, true))
-		return bk_api_error(400, "bad_request",
-				    "\"session_id\" must be a string of 1 to %d bytes without control characters",
-				    BK_SESSION_ID_MAX);
+	const char *id = NULL;
+	if (sid && !cJSON_IsNull(sid)) {
+		if (!cJSON_IsString(sid))
+			return bk_api_invalid("session_id", "string_type", "Input should be a valid string");
+		if (!bk_session_text_ok(sid->valuestring, BK_SESSION_ID_MAX, true))
+			return bk_api_invalid("session_id", "value_error",
+					      "session_id must be 1 to %d bytes without control characters",
+					      BK_SESSION_ID_MAX);
+		id = sid->valuestring;
+	}
 	char **allowed = NULL;
 	const char *bad =
 		bk_session_allowed_parse(cJSON_GetObjectItemCaseSensitive(args, "allowed_commands"), &allowed);
 	if (bad)
-		return bk_api_error(400, "bad_request", "%s", bad);
+		return bk_api_invalid("allowed_commands", "value_error", "%s", bad);
 	struct bk_configure_result res;
-	if (bk_session_configure(a, pod, sid->valuestring, allowed, &res) < 0) {
+	if (bk_session_configure(a, pod, id, allowed, &res) < 0) {
 		static const struct {
 			int status;
 			const char *code;
@@ -34,7 +42,7 @@ char *bk_api_configure(struct bk_agent *a, const struct bk_pod *pod, const cJSON
 	}
 	cJSON *b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "status", "configured");
-	cJSON_AddStringToObject(b, "session_id", sid->valuestring);
+	cJSON_AddItemToObject(b, "session_id", id ? cJSON_CreateString(id) : cJSON_CreateNull());
 	cJSON_AddItemToObject(b, "prefetched_files", cJSON_CreateArray());
 	cJSON_AddNumberToObject(b, "generation", (double)res.generation);
 	cJSON_AddNumberToObject(b, "killed_execs", res.killed_execs);

@@ -36,6 +36,29 @@ char *bk_api_error(int status, const char *code, const char *fmt, ...)
 	return bk_api_respond(status, b);
 }
 
+/* A validation failure as the reference sidecar's framework (FastAPI)
+ * reports one: 422, "detail" a list of {type, loc, msg}; "code" is ours. */
+char *bk_api_invalid(const char *field, const char *type, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cJSON *b = cJSON_CreateObject();
+	cJSON *d = cJSON_AddArrayToObject(b, "detail");
+	cJSON *e = cJSON_CreateObject();
+	cJSON_AddStringToObject(e, "type", type);
+	cJSON *loc = cJSON_AddArrayToObject(e, "loc");
+	cJSON_AddItemToArray(loc, cJSON_CreateString("body"));
+	if (field)
+		cJSON_AddItemToArray(loc, cJSON_CreateString(field));
+	cJSON_AddStringToObject(e, "msg", msg);
+	cJSON_AddItemToArray(d, e);
+	cJSON_AddStringToObject(b, "code", "validation_error");
+	return bk_api_respond(422, b);
+}
+
 /* A refused exec: the status its code stands for, the sentence, and the
  * reason (allowlist) or layer (isolation) when there is one. */
 char *bk_api_refusal(const struct bk_refusal *ref)

@@ -209,7 +209,8 @@ static void read_output(struct exec_ctx *x, struct run *st, int k, int fd)
 	}
 	char **b = k == 0 ? &res->out : &res->err;
 	size_t *bl = k == 0 ? &res->outlen : &res->errlen;
-	size_t room = *bl < x->req->out_cap ? x->req->out_cap - *bl : 0;
+	uint64_t cap = k == 0 || !x->req->err_cap ? x->req->out_cap : x->req->err_cap;
+	size_t room = *bl < cap ? cap - *bl : 0;
 	size_t take = (size_t)n < room ? (size_t)n : room;
 	if (take && append(b, bl, &st->cap[k], buf, take) < 0) {
 		res->truncated = true;

@@ -91,6 +91,7 @@ struct bk_exec_req {
 	const char *cwd;
 	char *const *env;             /* "K=V", NULL-terminated */
 	uint64_t out_cap;
+	uint64_t err_cap; /* stderr's own cap (0: out_cap) */
 	const struct bk_profile *profile; /* egress profile (selected by the caller) */
 	int client_fd;                /* the requester's connection (-1: none): its hang-up kills the exec */
 	/* the session's command allowlist, for the kernel: when landlock is

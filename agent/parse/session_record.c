@@ -86,7 +86,9 @@ int bk_session_record_parse(const char *txt, size_t len, const char *pod_uid, st
 	const cJSON *at = cJSON_GetObjectItemCaseSensitive(o, "configured_at");
 	char **allowed = NULL;
 	if (!cJSON_IsString(uid) || !streq(uid->valuestring, pod_uid) || !cJSON_IsString(id) ||
-	    !bk_session_text_ok(id->valuestring, BK_SESSION_ID_MAX, true) || !cJSON_IsNumber(gen) ||
+	    /* "": reset to no session (/configure with session_id null) */
+	    (id->valuestring[0] && !bk_session_text_ok(id->valuestring, BK_SESSION_ID_MAX, true)) ||
+	    !cJSON_IsNumber(gen) ||
 	    bk_session_allowed_parse(cJSON_GetObjectItemCaseSensitive(o, "allowed_commands"), &allowed)) {
 		cJSON_Delete(o);
 		return -EINVAL;

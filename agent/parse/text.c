@@ -64,18 +64,31 @@ char *bk_utf8_sanitize(const char *in, size_t n, size_t *outlen)
 
 static const char RED[] = "[REDACTED]";
 
+/* The marker of a run hidden by secret s: "[REDACTED_SECRET:<name>]"
+ * (the reference sidecar's scrub), or "[REDACTED]" without names. */
+static size_t marker(const char *const *names, size_t s, char *out)
+{
+	const char *n = names ? names[s] : NULL;
+	if (!n)
+		return (size_t)snprintf(out, BK_REDACT_MARKER_MAX, "%s", RED);
+	return (size_t)snprintf(out, BK_REDACT_MARKER_MAX, "[REDACTED_SECRET:%.*s]", BK_SECRET_NAME_MAX, n);
+}
+
 /* Hide every byte that lies in any occurrence of any secret, overlapping
  * occurrences and overlaps between secrets included, then replace each
- * maximal run of hidden bytes with one marker. Replacing secret by secret
- * instead leaked bytes: with "hunter" and "hunter2password" as secrets,
+ * maximal run of hidden bytes with one marker (named after the secret that
+ * hid the run's first byte). Replacing secret by secret instead leaked
+ * bytes: with "hunter" and "hunter2password" as secrets,
  * "hunter2password" became "[REDACTED]2password", and the tail check no
  * longer saw a secret whose prefix an earlier secret had replaced. */
-char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecrets, int tail_partial)
+char *bk_redact_named(char *buf, size_t *len, const char *const *secrets, const char *const *names, size_t nsecrets,
+		      int tail_partial)
 {
 	size_t n = *len;
 	if (n == 0)
 		return buf;
-	unsigned char *hide = calloc(n, 1);
+	/* hide[i]: 0, or 1 + the secret that hid byte i first */
+	uint32_t *hide = calloc(n, sizeof(*hide));
 	if (!hide) {
 		free(buf);
 		return NULL;
@@ -86,11 +99,12 @@ char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecr
 		size_t sl = sec ? strlen(sec) : 0;
 		if (sl == 0)
 			continue;
-		size_t upto = 0; /* hide[] is set below this offset already */
+		size_t upto = 0; /* this secret's occurrences are marked below this offset */
 		for (char *p = memmem(buf, n, sec, sl); p; p = memmem(p + 1, n - (size_t)(p + 1 - buf), sec, sl)) {
 			size_t at = (size_t)(p - buf);
-			size_t from = at > upto ? at : upto;
-			memset(hide + from, 1, at + sl - from);
+			for (size_t i = at > upto ? at : upto; i < at + sl; i++)
+				if (!hide[i])
+					hide[i] = (uint32_t)s + 1;
 			upto = at + sl;
 			any = true;
 			if (upto == n)
@@ -100,7 +114,9 @@ char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecr
 			/* the longest proper prefix of the secret that ends the buffer */
 			for (size_t k = (sl - 1 < n ? sl - 1 : n); k > 0; k--) {
 				if (memcmp(buf + n - k, sec, k) == 0) {
-					memset(hide + n - k, 1, k);
+					for (size_t i = n - k; i < n; i++)
+						if (!hide[i])
+							hide[i] = (uint32_t)s + 1;
 					any = true;
 					break;
 				}
@@ -111,9 +127,10 @@ char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecr
 		free(hide);
 		return buf;
 	}
+	char mk[BK_REDACT_MARKER_MAX];
 	size_t nl = 0;
 	for (size_t i = 0; i < n; i++)
-		nl += !hide[i] ? 1 : (i == 0 || !hide[i - 1]) ? sizeof(RED) - 1 : 0;
+		nl += !hide[i] ? 1 : (i == 0 || !hide[i - 1]) ? marker(names, hide[i] - 1, mk) : 0;
 	char *nb = malloc(nl + 1);
 	if (!nb) {
 		free(hide);
@@ -125,8 +142,9 @@ char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecr
 		if (!hide[i])
 			nb[o++] = buf[i];
 		else if (i == 0 || !hide[i - 1]) {
-			memcpy(nb + o, RED, sizeof(RED) - 1);
-			o += sizeof(RED) - 1;
+			size_t ml = marker(names, hide[i] - 1, mk);
+			memcpy(nb + o, mk, ml);
+			o += ml;
 		}
 	}
 	nb[o] = '\0';
@@ -134,4 +152,9 @@ char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecr
 	free(buf);
 	*len = o;
 	return nb;
+}
+
+char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecrets, int tail_partial)
+{
+	return bk_redact_named(buf, len, secrets, NULL, nsecrets, tail_partial);
 }

@@ -13,3 +13,10 @@ char *bk_utf8_sanitize(const char *in, size_t n, size_t *outlen);
  * freed) or NULL on ENOMEM. If tail_partial is set, a trailing prefix of a
  * secret (output cut at a cap) is redacted too. */
 char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecrets, int tail_partial);
+
+#define BK_SECRET_NAME_MAX 253                      /* a secret's name (a Kubernetes key) */
+#define BK_REDACT_MARKER_MAX (BK_SECRET_NAME_MAX + 20) /* "[REDACTED_SECRET:" name "]" NUL */
+/* The same; each run hidden by secret i reads "[REDACTED_SECRET:<names[i]>]"
+ * (the reference sidecar's scrub), or "[REDACTED]" when names is NULL. */
+char *bk_redact_named(char *buf, size_t *len, const char *const *secrets, const char *const *names, size_t nsecrets,
+		      int tail_partial);

@@ -8,13 +8,15 @@
 #include "lib/err.h"
 
 #define BK_SECRETS_MAX 64
+#define BK_STDERR_CAP (256u * 1024u) /* the reference sidecar's stderr cap */
 
 /* A validated exec request (plain data; strings owned by the caller). */
 struct bk_exec_args {
 	const char *command;
 	uint32_t timeout;   /* seconds */
 	const char *cwd;    /* NULL: /workspace */
-	const char *secret_names[BK_SECRETS_MAX];
+	const char *secret_names[BK_SECRETS_MAX];  /* environment variable names */
+	const char *secret_labels[BK_SECRETS_MAX]; /* the granted secrets' names (redaction marker) */
 	const char *secret_values[BK_SECRETS_MAX];
 	size_t nsecrets;
 	int client_fd;      /* the requester's connection (-1: none): its hang-up kills the exec */

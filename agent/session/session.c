@@ -283,7 +283,7 @@ int bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const cha
 	memset(res, 0, sizeof(*res));
 	/* the API edge validated the request already; checked again because
 	 * the id is written to disk and read back by the next agent */
-	if (!session_id || !bk_session_text_ok(session_id, BK_SESSION_ID_MAX, true)) {
+	if (session_id && !bk_session_text_ok(session_id, BK_SESSION_ID_MAX, true)) {
 		bk_strv_free(allowed);
 		res->error = BK_CONFIGURE_BAD_REQUEST;
 		return bk_fail(&res->err, -EINVAL, "",
@@ -338,7 +338,7 @@ int bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const cha
 		bk_strv_free(s->rec.allowed);
 		s->rec.allowed = allowed;
 		allowed = NULL;
-		snprintf(s->rec.session_id, sizeof(s->rec.session_id), "%s", session_id);
+		snprintf(s->rec.session_id, sizeof(s->rec.session_id), "%s", session_id ? session_id : "");
 		s->rec.generation++;
 		s->rec.configured_at = (int64_t)time(NULL);
 		gen = s->rec.generation;

@@ -51,7 +51,8 @@ struct bk_configure_result {
 };
 
 /* Start a new session for the pod: kill every exec of the previous one,
- * wipe its data, record session_id and allowed (NULL: unrestricted; taken
+ * wipe its data, record session_id (NULL: reset to no session, the
+ * manager's pod-recycle call) and allowed (NULL: unrestricted; taken
  * over in every case). Logs the "session_configured" audit line. 0, or
  * -errno with res->error and res->err saying why. */
 int bk_session_configure(struct bk_agent *a, const struct bk_pod *pod, const char *session_id, char **allowed,

@@ -24,5 +24,5 @@ RUN deploy/images/collect-libs.sh /rootfs build/boxkite-shim /usr/local/bin/boxk
 FROM scratch
 COPY --from=build /rootfs/ /
 USER 65532:65532
-EXPOSE 8443
+EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/boxkite-shim"]

@@ -41,7 +41,7 @@ inet6-tcp80,tcp,2001:db8::10,80 inet6-tcp8080,tcp,2001:db8::10,8080 inet-udp8080
 inet-icmp,icmp,203.0.113.10,0 md-tcp80,tcp,169.254.169.254,80 md-udp53,udp,169.254.169.254,8080
 md6-tcp80,tcp,fd00:ec2::254,80 api-tcp443,tcp,10.96.0.1,443 pod-tcp8080,tcp,10.244.1.5,8080
 pod-tcp80,tcp,10.244.1.5,80 mapped-md,tcp,::ffff:169.254.169.254,80 nat64-md,tcp,64:ff9b::a9fe:a9fe,80
-lo-shim,tcp,127.0.0.1,8443 podip-shim,tcp,PODIP,8443 dns-udp,udp,10.96.0.10,53 dns-tcp,tcp,10.96.0.10,53
+lo-shim,tcp,127.0.0.1,8080 podip-shim,tcp,PODIP,8080 dns-udp,udp,10.96.0.10,53 dns-tcp,tcp,10.96.0.10,53
 dns-other,udp,203.0.113.53,53 dns-other-tcp,tcp,203.0.113.53,53 raw,raw,0,0"
 
 run_probes() { # NAME -> $T/probe-NAME.txt and $T/last.json
@@ -82,7 +82,7 @@ expect eg-inet internet refused $INET_REFUSED raw
 check "internet: metadata denial reported with reason" \
 	test "$(j '[.denied[] | select(.dst == "169.254.169.254" and .port == 80 and .reason == "metadata")] | length > 0')" = true
 check "internet: NAT64 metadata denial reported" test "$(j '[.denied[] | select(.dst == "64:ff9b::a9fe:a9fe")] | length > 0')" = true
-check "internet: shim-over-loopback denial reported" test "$(j '[.denied[] | select(.dst == "127.0.0.1" and .port == 8443)] | length > 0')" = true
+check "internet: shim-over-loopback denial reported" test "$(j '[.denied[] | select(.dst == "127.0.0.1" and .port == 8080)] | length > 0')" = true
 check "internet: pod-IP denial reported as pod_self" test "$(j "[.denied[] | select(.dst == \"$PODIP\" and .reason == \"pod_self\")] | length > 0")" = true
 check "internet: DNS to another resolver reported as dns" test "$(j '[.denied[] | select(.dst == "203.0.113.53" and .reason == "dns")] | length > 0')" = true
 # (raw sockets: the missing CAP_NET_RAW refuses them before BPF's

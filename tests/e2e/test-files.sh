@@ -395,12 +395,23 @@ SB=fs2 req configure '{"session_id":"fs2-session"}'
 check "configure of the other sandbox kills its exec" sh -c "! pgrep -f 'sleep 300[.]4343' >/dev/null"
 wait $SLEEPER2 2>/dev/null
 check "sessions are per pod (two state files)" test "$(ls "$T/state/sessions" | wc -l)" = 2
+# validation failures are the reference framework's: 422, a list detail
 req configure '{"session_id":"sess-B","allowed_commands":["a/b"]}'
-check "configure: allowed_commands with '/' refused (400)" test "$(st)" = 400
+check "configure: allowed_commands with '/' refused (422 validation_error)" \
+	test "$(st) $(b .code) $(b '.detail[0].loc | join(".")')" = "422 validation_error body.allowed_commands"
 req configure "$(jq -cn '{session_id: "s", allowed_commands: [range(0; 257) | "c\(.)"]}')"
-check "configure: more than 256 allowed_commands refused (400)" test "$(st)" = 400
+check "configure: more than 256 allowed_commands refused (422 validation_error)" test "$(st) $(b .code)" = "422 validation_error"
+check "  ... neither refused configure changed the session" \
+	test "$(jq -r .session_id "$T/state/sessions/$(sb fs1 pod_uid).json")" = sess-A
+req configure '{"session_id":5}'
+check "configure: a session_id that is not a string refused (422 validation_error)" test "$(st) $(b .code)" = "422 validation_error"
+# without session_id: the manager's pod recycle, a reset to no session
+xr "python3 -c 'open(\"/workspace/before-recycle.txt\", \"w\").write(\"keep\")'" >/dev/null
+check "  ... (a file of sess-A's in /workspace before the recycle)" test "$(xr 'ls -A /workspace')" = before-recycle.txt
 req configure '{"allowed_commands":["ls"]}'
-check "configure without session_id: 400" test "$(st)" = 400
+check "configure without session_id: the recycle (200, session_id null, recorded as none)" \
+	test "$(st) $(b .session_id) $(jq -c .session_id "$T/state/sessions/$(sb fs1 pod_uid).json")" = '200 null ""'
+check "  ... and it wiped /workspace" test "$(xr 'ls -A /workspace')" = ""
 shim configure '{"session_id":"sess-B"}'
 check "configure through the shim identity" test "$(st) $(b .session_id)" = "200 sess-B"
 

@@ -50,9 +50,9 @@ pins_of() { ls -d "$BPFFS/exec-$1" 2>/dev/null; }
 
 # --- pod-network profile (internet) --------------------------------------------------
 hold st-inet inet \
-	lo-shim,tcp,127.0.0.1,8443 inet-tcp80,tcp,203.0.113.10,80 md-tcp80,tcp,169.254.169.254,80 \
+	lo-shim,tcp,127.0.0.1,8080 inet-tcp80,tcp,203.0.113.10,80 md-tcp80,tcp,169.254.169.254,80 \
 	dns-udp,udp,10.96.0.10,53 inet-udp,udp,203.0.113.10,8080 inet6-tcp80,tcp,2001:db8::10,80 \
-	inet6-udp,udp,2001:db8::10,8080 own-tcp80,new-tcp,203.0.113.10,80 own-shim,new-tcp,127.0.0.1,8443
+	inet6-udp,udp,2001:db8::10,8080 own-tcp80,new-tcp,203.0.113.10,80 own-shim,new-tcp,127.0.0.1,8080
 bk_exec st-inet --timeout 30 -- python3 -c "$STALE" send inet tcp tcp tcp udp udp tcp6 udp6
 check "internet: exec A made 7 sockets and sent them" test "$(j .stdout)" = "sent 7"
 A_ID=$(j .exec_id)
@@ -68,7 +68,7 @@ check "internet: control, the holder's own socket to the shim's port is refused 
 stale_n=$(hj inet '[.denied[] | select(.reason == "stale_socket")] | length')
 check "internet: the uses are reported as stale_socket denials in B's receipt ($stale_n)" test "${stale_n:-0}" -ge 7
 check "internet: ... the shim's port among them" \
-	test "$(hj inet '[.denied[] | select(.reason == "stale_socket" and .dst == "127.0.0.1" and .port == 8443)] | length > 0')" = true
+	test "$(hj inet '[.denied[] | select(.reason == "stale_socket" and .dst == "127.0.0.1" and .port == 8080)] | length > 0')" = true
 check "internet: ... UDP sendmsg among them" \
 	test "$(hj inet '[.denied[] | select(.reason == "stale_socket" and .hook == "sendmsg4")] | length > 0')" = true
 check "internet: ... and in the audit log" \
@@ -90,7 +90,7 @@ check "isolated: reported as stale_socket denials" \
 	test "$(hj iso '[.denied[] | select(.reason == "stale_socket")] | length >= 3')" = true
 
 # --- a process a timed-out exec left behind -----------------------------------------
-hold st-inet left lo-shim,tcp,127.0.0.1,8443 inet-tcp80,tcp,203.0.113.10,80 dns-udp,udp,10.96.0.10,53
+hold st-inet left lo-shim,tcp,127.0.0.1,8080 inet-tcp80,tcp,203.0.113.10,80 dns-udp,udp,10.96.0.10,53
 bk_exec st-inet --timeout "$((2 * TIME_SCALE))" -- python3 -c "$STALE" leave left tcp tcp udp
 check "leftover: exec A timed out" test "$(j .timed_out) $(j .exit_code)" = "true 124"
 A_CG=$(j .isolation.cgroup)
@@ -125,7 +125,7 @@ check "hole: a later exec holds again" test "$(j .isolation.bpf_held_to_end)" = 
 SPID=$(runc --root /run/runc state "$(sb st-inet sandbox_container_id)" | jq -r .pid)
 in_cgroup_of "$(container_cg st-inet sandbox_container_id)" \
 	nsenter -t "$SPID" -m -u -i -n -p -S 1000 -G 1000 python3 -c "$STALE" hold rs \
-	inet-tcp80,tcp,203.0.113.10,80 lo-shim,tcp,127.0.0.1,8443 dns-udp,udp,10.96.0.10,53 > "$T/rs.out" 2>&1 &
+	inet-tcp80,tcp,203.0.113.10,80 lo-shim,tcp,127.0.0.1,8080 dns-udp,udp,10.96.0.10,53 > "$T/rs.out" 2>&1 &
 RSPID=$!
 ctl exec st-inet --timeout "$((60 * TIME_SCALE))" -- python3 -c "$STALE" sendwait rs tcp tcp udp > /dev/null 2>&1 &
 for _ in $(seq 1 $((100 * TIME_SCALE))); do grep -qs received "$T/rs.out" && break; sleep 0.1; done

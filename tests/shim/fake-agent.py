@@ -36,7 +36,7 @@ VERSION = 1
 MORE = 0x1
 HDR = struct.Struct("<IHHII")
 CHUNK_MAX = 64 * 1024
-REQ_MAX = 8 * 1024 * 1024
+REQ_MAX = 33 * 1024 * 1024  # lib/proto.h BK_REQ_MAX
 
 lock = threading.Lock()
 

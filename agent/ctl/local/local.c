@@ -250,8 +250,10 @@ static int write_config(const struct pod *pd, const char *which, const struct lo
 		add_strs(proc, "args", args);
 		const char *env[] = { "PATH=/usr/bin:/bin", "SIDECAR_AUTH_TOKEN_FILE=/run/secrets/boxkite/token",
 				      "SIDECAR_TLS_CERT=/run/secrets/boxkite/tls.crt",
-				      "SIDECAR_TLS_KEY=/run/secrets/boxkite/tls.key", "SIDECAR_LISTEN=0.0.0.0:8443",
-				      sockenv, NULL };
+				      "SIDECAR_TLS_KEY=/run/secrets/boxkite/tls.key", "SIDECAR_LISTEN=0.0.0.0:8080",
+				      /* granted secrets for /exec's secret_env: files put in
+				       * <secret dir>/granted, seen by the shim only */
+				      "SIDECAR_SECRETS_DIR=/run/secrets/boxkite/granted", sockenv, NULL };
 		add_strs(proc, "env", env);
 	} else {
 		/* The sandbox container idles; commands arrive as execs. */
@@ -772,7 +774,7 @@ int local_create(const char *name, const struct local_opts *o)
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddStringToObject(out, "name", name);
 	cJSON_AddStringToObject(out, "pod_uid", pd.uid);
-	snprintf(addr, sizeof(addr), "https://10.250.%d.2:8443", pd.idx);
+	snprintf(addr, sizeof(addr), "https://10.250.%d.2:8080", pd.idx);
 	cJSON_AddStringToObject(out, "url", addr);
 	snprintf(p, sizeof(p), "%s/secret/token", pd.dir);
 	cJSON_AddStringToObject(out, "token_file", p);
@@ -823,7 +825,7 @@ int local_list(void)
 		struct pod pd;
 		if (read_meta(de->d_name, &pd) < 0)
 			continue;
-		printf("%s\tpod_uid=%s\turl=https://10.250.%d.2:8443\n", pd.name, pd.uid, pd.idx);
+		printf("%s\tpod_uid=%s\turl=https://10.250.%d.2:8080\n", pd.name, pd.uid, pd.idx);
 	}
 	closedir(d);
 	return 0;

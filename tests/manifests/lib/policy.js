@@ -12,7 +12,7 @@ const AGENT_SA = 'boxkite-agent';
 const MANAGER = 'boxkite-manager';
 const SANDBOX_LABEL = 'boxkite-sandbox';
 const SHIM = 'shim';
-const SHIM_PORT = 8443;
+const SHIM_PORT = 8080;
 const SECRET_MOUNT = '/etc/boxkite/secret';
 
 const name = (o) => (o.metadata && o.metadata.name) || '';
@@ -128,7 +128,7 @@ function defaultDenyPolicy(objs) {
 }
 
 // Every NetworkPolicy in the sandbox namespace may only add: ingress from
-// the manager's pods (namespace AND pod selector, in one peer) to TCP 8443.
+// the manager's pods (namespace AND pod selector, in one peer) to TCP 8080.
 function sandboxNetworkAllowsOnlyManager(objs) {
   const v = [];
   const nps = objs.filter((o) => o.kind === 'NetworkPolicy' && ns(o) === SANDBOX_NS);
@@ -436,7 +436,7 @@ const POLICIES = [
   ['host-namespaces', 'hostPID only on the agent; no hostNetwork/hostIPC anywhere', hostNamespacesOnlyAgent],
   ['sandbox-no-sa-token', 'sandbox pods mount no service-account token', sandboxNoServiceAccountToken],
   ['default-deny', 'sandbox namespace has a deny-all NetworkPolicy (empty podSelector, Ingress+Egress)', defaultDenyPolicy],
-  ['manager-only-ingress', 'sandbox NetworkPolicies admit only manager pods to TCP 8443, no egress', sandboxNetworkAllowsOnlyManager],
+  ['manager-only-ingress', 'sandbox NetworkPolicies admit only manager pods to TCP 8080, no egress', sandboxNetworkAllowsOnlyManager],
   ['manager-role', 'manager Role is namespaced, minimal, no wildcard, no exec/attach', managerRoleMinimal],
   ['agent-no-api', 'agent ServiceAccount has no permissions and no token', agentHasNoApiAccess],
   ['secret-only-shim', 'the per-pod Secret is mounted only into the shim', secretOnlyInShim],
