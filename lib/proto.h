@@ -28,7 +28,7 @@
 #define BK_FRAME_MORE 0x1u
 #define BK_FRAME_FLAGS_KNOWN BK_FRAME_MORE
 #define BK_CHUNK_MAX (64u * 1024u)
-#define BK_REQ_MAX (8u * 1024u * 1024u)
+#define BK_REQ_MAX (32u * 1024u * 1024u) /* /file-create: 10 Mi characters of content, escaped */
 #define BK_RESP_MAX (32u * 1024u * 1024u)
 
 struct bk_frame_hdr {

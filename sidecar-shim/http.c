@@ -45,6 +45,7 @@ static const struct route routes[] = {
 	{ "/glob", "POST", "glob", true },
 	{ "/grep", "POST", "grep", true },
 	{ "/present-files", "POST", "present_files", true },
+	{ "/read-image", "POST", "read_image", true },
 	{ "/configure", "POST", "configure", true },
 	{ "/tool-call", "POST", "tool_call", true },
 	{ "/isolation", "GET", "isolation", false },
