@@ -136,7 +136,7 @@ void bkf_op_view(struct hctx *h, struct bk_file_result *r)
 	/* O_NONBLOCK: a FIFO must not hang the helper */
 	_cleanup_close_ int fd =
 		bkf_in_root(rootfd, q->vp.rel, O_RDONLY | O_NONBLOCK | O_NOCTTY | (q->vp.trailing_slash ? O_DIRECTORY : 0), 0);
-	if (fd == -ENOENT)
+	if (fd == -ENOENT || fd == -ENOTDIR)
 		bkf_fail(h, 404, "not_found", "File not found: %s", path);
 	if (fd < 0)
 		bkf_errno(h, -fd, path);
@@ -250,7 +250,7 @@ void bkf_op_str_replace(struct hctx *h, struct bk_file_result *r)
 	char base[BK_NAME_MAX + 1];
 	final_or_fail(h, rootfd, false, &dirfd, base);
 	_cleanup_close_ int fd = bkf_beneath(dirfd, base, O_RDONLY | O_NONBLOCK | O_NOCTTY);
-	if (fd == -ENOENT)
+	if (fd == -ENOENT || fd == -ENOTDIR)
 		bkf_fail(h, 404, "not_found", "File not found: %s", path);
 	if (fd < 0)
 		bkf_errno(h, -fd, path);
@@ -531,7 +531,7 @@ void bkf_op_read_image(struct hctx *h, struct bk_file_result *r)
 	const char *path = q->vp.abs;
 	_cleanup_close_ int rootfd = root_or_fail(h);
 	_cleanup_close_ int fd = bkf_in_root(rootfd, q->vp.rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-	if (fd == -ENOENT)
+	if (fd == -ENOENT || fd == -ENOTDIR)
 		bkf_fail(h, 404, "not_found", "File not found: %s", path);
 	if (fd < 0)
 		bkf_errno(h, -fd, path);

@@ -186,7 +186,7 @@ static bool grep_file(struct hctx *h, struct grep_ud *g, int fd, const char *vpa
 	for (char *p = buf, *end = buf + len; p < end && !stop; line++) {
 		char *nl = memchr(p, '\n', (size_t)(end - p));
 		char *le = nl ? nl : end;
-		if ((line & 1023) == 1023 && bkf_over_budget(h)) {
+		if ((line & 15) == 15 && bkf_over_budget(h)) { /* a line can cost a match limit */
 			g->truncated = stop = true;
 			break;
 		}
