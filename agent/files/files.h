@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent/files/: the file operations of API.md (/file-create, /view,
- * /str-replace, /ls, /glob, /grep, /present-files) and the session wipe, on
- * the sandbox container's files, and /read-image. Typed in, typed out: agent/api/op_files.c
+/* agent/files/: the file routes of the reference sidecar (docs/api.md:
+ * /file-create, /view, /read-image, /str-replace, /ls, /glob, /grep,
+ * /present-files) and the session wipe, on the sandbox container's files.
+ * Typed in, typed out: agent/api/op_files.c
  * turns a request's JSON arguments into a struct bk_file_req and a struct
  * bk_file_result into the response; this room holds no JSON.
  *
@@ -21,7 +22,7 @@
  *               privilege drop, dispatch
  *   context.c   the helper's working context: its replies (a result or a
  *               refusal), its time budget, allocation that refuses
- *   ops.c       the seven operations (helper side)
+ *   ops.c       the eight operations (helper side)
  *   walk.c      bounded directory walks: glob and grep visits
  *   fs.c        filesystem primitives: openat2 resolution in a root, reads,
  *               sorted directory listings, mkdir -p, atomic writes
