@@ -14,7 +14,7 @@ MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 PREFIX    ?= /usr/local
 VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-PKGS      := libbpf libmnl libmicrohttpd libcjson openssl
+PKGS      := libbpf libmnl libmicrohttpd libcjson openssl libpcre2-8
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

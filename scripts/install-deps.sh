@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(
   build-essential clang llvm pkg-config make
   libbpf-dev bpftool libelf-dev zlib1g-dev
-  libmnl-dev libssl-dev libmicrohttpd-dev libcjson-dev libcmocka-dev
+  libmnl-dev libssl-dev libmicrohttpd-dev libcjson-dev libcmocka-dev libpcre2-dev
   libclang-rt-14-dev
   runc iproute2 curl jq openssl procps util-linux kmod python3 bc python3-prometheus-client valgrind
   # the VM lanes (scripts/vm/, tests/vm/): QEMU under TCG, a static busybox

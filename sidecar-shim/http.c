@@ -60,6 +60,7 @@ static const struct route routes[] = {
 	{ "/glob", "POST", "glob", true, R_AGENT, false },
 	{ "/grep", "POST", "grep", true, R_AGENT, false },
 	{ "/present-files", "POST", "present_files", true, R_AGENT, false },
+	{ "/read-image", "POST", "read_image", true, R_AGENT, false },
 	{ "/configure", "POST", "configure", true, R_CONFIGURE, false },
 	{ "/tool-call", "POST", "tool_call", true, R_TOOL_CALL, false },
 	{ "/isolation", "GET", "isolation", false, R_AGENT, false },

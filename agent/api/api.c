@@ -118,6 +118,7 @@ static const struct op ops[] = {
 	{ "glob", POD_OP | TOOL, op_file },
 	{ "grep", POD_OP | TOOL, op_file },
 	{ "present_files", POD_OP | TOOL, op_file },
+	{ "read_image", POD_OP, op_file },
 	{ "status", BY_ADMIN, op_status },
 };
 

@@ -30,7 +30,7 @@
 static const char *const op_names[BK_FILE_OP_N] = {
 	[BK_FILE_CREATE] = "file_create", [BK_FILE_VIEW] = "view", [BK_FILE_STR_REPLACE] = "str_replace",
 	[BK_FILE_LS] = "ls",		  [BK_FILE_GLOB] = "glob", [BK_FILE_GREP] = "grep",
-	[BK_FILE_PRESENT] = "present_files", [BK_FILE_WIPE] = "wipe",
+	[BK_FILE_PRESENT] = "present_files", [BK_FILE_READ_IMAGE] = "read_image", [BK_FILE_WIPE] = "wipe",
 };
 
 const char *bk_file_op_name(enum bk_file_op op) { return (unsigned)op < BK_FILE_OP_N ? op_names[op] : "unknown"; }

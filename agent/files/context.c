@@ -43,11 +43,11 @@ _Noreturn void bkf_errno(struct hctx *h, int err, const char *path)
 		bkf_fail(h, 400, "not_a_directory", "%s: a component of the path is not a directory", path);
 	case EISDIR:
 		bkf_fail(h, 400, "is_directory", "%s is a directory", path);
-	case EXDEV:
-		bkf_fail(h, 403, "path_outside_roots", "%s resolves outside its allowed root", path);
+	case EXDEV: /* the reference's answer to a path outside the roots: 400 */
+		bkf_fail(h, 400, "path_outside_roots", "Invalid path outside allowed roots: %s (it crosses a mount)", path);
 	case ELOOP:
-		bkf_fail(h, 403, "path_outside_roots",
-			 "%s: a symbolic link on the way is refused (a /proc magic link, or too many levels)", path);
+		bkf_fail(h, 400, "path_outside_roots",
+			 "Invalid path outside allowed roots: %s (a /proc magic link, or too many levels of links)", path);
 	case EACCES:
 	case EPERM:
 		bkf_fail(h, 403, "permission_denied", "%s: permission denied for the sandbox user", path);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agent/files/: the file operations of API.md (/file-create, /view,
- * /str-replace, /ls, /glob, /grep, /present-files) and the session wipe, on
- * the sandbox container's files. Typed in, typed out: agent/api/op_files.c
+/* agent/files/: the file routes of the reference sidecar (docs/api.md:
+ * /file-create, /view, /read-image, /str-replace, /ls, /glob, /grep,
+ * /present-files) and the session wipe, on the sandbox container's files.
+ * Typed in, typed out: agent/api/op_files.c
  * turns a request's JSON arguments into a struct bk_file_req and a struct
  * bk_file_result into the response; this room holds no JSON.
  *
@@ -21,7 +22,7 @@
  *               privilege drop, dispatch
  *   context.c   the helper's working context: its replies (a result or a
  *               refusal), its time budget, allocation that refuses
- *   ops.c       the seven operations (helper side)
+ *   ops.c       the eight operations (helper side)
  *   walk.c      bounded directory walks: glob and grep visits
  *   fs.c        filesystem primitives: openat2 resolution in a root, reads,
  *               sorted directory listings, mkdir -p, atomic writes
@@ -82,20 +83,27 @@ enum bk_file_op {
 	BK_FILE_GLOB,
 	BK_FILE_GREP,
 	BK_FILE_PRESENT,
+	BK_FILE_READ_IMAGE,
 	BK_FILE_WIPE, /* the session wipe: not a request of its own */
 };
 #define BK_FILE_OP_N (BK_FILE_WIPE + 1)
 
 /* The operation's name in requests and logs: "file_create", "view",
- * "str_replace", "ls", "glob", "grep", "present_files", "wipe". */
+ * "str_replace", "ls", "glob", "grep", "present_files", "read_image",
+ * "wipe". */
 const char *bk_file_op_name(enum bk_file_op op);
 
 /* Limits a request is checked against (at the API edge, and again in the
  * helper). */
 #define BK_FILE_PRESENT_MAX 100          /* present_files paths */
 #define BK_FILE_GREP_PATTERN_MAX 4096    /* bytes of a grep pattern */
-#define BK_FILE_GREP_MATCH_MAX 10000     /* grep max_matches */
+#define BK_FILE_GREP_MATCH_MAX 5000      /* grep max_matches (larger ones are clamped, as the reference) */
 #define BK_FILE_GREP_MATCH_DEFAULT 500
+#define BK_FILE_CONTENT_MAX (10u << 20)  /* characters of file_create content, str_replace strings */
+#define BK_FILE_VIEW_MAX (25u << 20)     /* bytes of a file /view reads */
+#define BK_FILE_EDIT_MAX (10u << 20)     /* bytes of a file /str-replace edits */
+#define BK_FILE_VIEW_CHARS 102400        /* a longer /view content is cut here + "\n... (truncated)" */
+#define BK_FILE_IMAGE_MAX (20u << 20)    /* bytes of a /read-image file: its base64 fits in one response */
 /* Bytes of a response body: a larger answer is refused (422 unviewable). */
 #define BK_FILE_RESULT_MAX (30u << 20)
 
@@ -113,7 +121,7 @@ struct bk_file_req {
 	bool replace_all;
 	const char *pattern;               /* glob: relative pattern; grep: regex */
 	const char *glob;                  /* grep: file filter or NULL */
-	long max_matches;                  /* grep */
+	long max_matches;                  /* grep: 1 .. BK_FILE_GREP_MATCH_MAX */
 	struct bk_vpath *paths;            /* present_files */
 	size_t npaths;
 };
@@ -126,20 +134,23 @@ const char *bk_file_type_name(enum bk_file_type t);
 
 /* Strings read from the container (names, contents, matches) arrive as
  * valid UTF-8 (invalid sequences replaced by U+FFFD) without NUL bytes. */
-struct bk_file_entry { /* ls, view of a directory */
+struct bk_file_entry { /* ls, view of a directory: a name; glob: a virtual path */
 	char *name;
 	enum bk_file_type type;
 	uint64_t size; /* 0 when unknown */
+	int64_t mtime_sec; /* st_mtim (lstat) */
+	uint32_t mtime_nsec;
 };
 struct bk_file_match { /* grep */
 	char *path;
 	uint64_t line; /* 1-based */
-	char *text;    /* the line, cut at 1000 bytes */
+	char *text;    /* the line without its end, cut at GREP_TEXT_MAX bytes */
 };
 struct bk_file_presented { /* present_files, in request order */
 	char *path;        /* in /mnt/user-data/outputs */
 	uint64_t size;
-	const char *mime;  /* bk_mime_type(path) */
+	const char *mime;  /* bk_mime_type(path); unknown: text/plain when text */
+	bool text;         /* the first 8 KiB: UTF-8 without NUL bytes (or empty) */
 	char sha256[65];   /* hex of the bytes the helper read; "" when none */
 };
 struct bk_file_copy { /* present_files: a file copied into outputs */
@@ -162,18 +173,16 @@ struct bk_file_result {
 	bool created;
 	/* view */
 	bool is_directory;
-	char *content; /* NULL for a directory */
+	char *content; /* NULL for a directory; read_image: the base64 of the bytes */
 	size_t content_len;
-	uint64_t lines, total_lines;
-	/* view of a directory, ls */
+	uint64_t lines; /* the file's lines, as Python's split('\n') counts them */
+	char *mime;     /* read_image */
+	/* view of a directory, ls, glob (sorted) */
 	struct bk_file_entry *entries;
 	size_t nentries;
 	bool truncated; /* also glob, grep: a bound was hit */
 	/* str_replace */
 	uint64_t occurrences;
-	/* glob: sorted virtual paths */
-	char **matches;
-	size_t nmatches;
 	/* grep */
 	struct bk_file_match *grep;
 	size_t ngrep;

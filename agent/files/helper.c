@@ -36,7 +36,7 @@ static void close_all_but(int a, int b)
 static void (*const ops[BK_FILE_OP_N])(struct hctx *, struct bk_file_result *) = {
 	[BK_FILE_CREATE] = bkf_op_create, [BK_FILE_VIEW] = bkf_op_view,   [BK_FILE_STR_REPLACE] = bkf_op_str_replace,
 	[BK_FILE_LS] = bkf_op_ls,	  [BK_FILE_GLOB] = bkf_op_glob,   [BK_FILE_GREP] = bkf_op_grep,
-	[BK_FILE_PRESENT] = bkf_op_present, [BK_FILE_WIPE] = bkf_op_wipe,
+	[BK_FILE_PRESENT] = bkf_op_present, [BK_FILE_READ_IMAGE] = bkf_op_read_image, [BK_FILE_WIPE] = bkf_op_wipe,
 };
 
 /* Join the v1 cgroups the agent made for this helper (hybrid hosts; on

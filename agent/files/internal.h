@@ -4,7 +4,8 @@
  * the records on the helper's pipe, the filesystem primitives and walks.
  * Nothing outside agent/files/ includes this. */
 #pragma once
-#include <regex.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -37,7 +38,7 @@ extern const char bkf_helper_argv0[];
 #define HELPER_PIDS_MAX 1                /* the helper alone: it never forks */
 #define HELPER_CPU_S 5                   /* RLIMIT_CPU soft (SIGXCPU); hard one second later */
 #define WORK_CPU_BUDGET_MS 4000          /* walks stop (truncated) after this much CPU */
-#define VIEW_MAX (10u << 20)             /* larger files are unviewable */
+#define VIEW_MAX BK_FILE_VIEW_MAX        /* larger files are unviewable (422) */
 #define BINARY_PROBE 8192                /* a NUL byte in here: binary */
 #define EDIT_RESULT_MAX (64u << 20)      /* str_replace result */
 #define RESULT_MAX BK_FILE_RESULT_MAX    /* string bytes of a result (its JSON is larger still) */
@@ -46,7 +47,12 @@ extern const char bkf_helper_argv0[];
 #define GLOB_MATCH_MAX 10000
 #define WALK_VISIT_MAX 100000
 #define WALK_DEPTH_MAX 32
-#define GREP_TEXT_MAX 1000
+#define GREP_TEXT_MAX 4096               /* bytes of a grep match's line (cut on a character) */
+/* PCRE2's bounds on one line's match: a pattern that backtracks beyond
+ * them stops the search (truncated, with an error sentence). */
+#define GREP_MATCH_LIMIT 1000000
+#define GREP_DEPTH_LIMIT 10000
+#define GREP_HEAP_KIB (64u * 1024u)
 #define GREP_BYTES_MAX (256u << 20)
 #define PRESENT_BYTES_MAX (256u << 20)
 #define WIPE_UNAVAILABLE_MAX 64         /* what the wipe could not reach, named in its error */
@@ -136,6 +142,7 @@ void bkf_op_ls(struct hctx *h, struct bk_file_result *r);
 void bkf_op_glob(struct hctx *h, struct bk_file_result *r);
 void bkf_op_grep(struct hctx *h, struct bk_file_result *r);
 void bkf_op_present(struct hctx *h, struct bk_file_result *r);
+void bkf_op_read_image(struct hctx *h, struct bk_file_result *r);
 void bkf_op_wipe(struct hctx *h, struct bk_file_result *r);
 /* The wipe's privileged part, before the helper enters the container's
  * mount namespace and drops privileges: read the container's writable
@@ -144,12 +151,13 @@ void bkf_wipe_prepare(int pidfd);
 
 /* ---- walk.c: bounded walks ----------------------------------------------------------- */
 
-/* glob: the sorted matches of h->rq->pattern below the directory fd (the
- * request's path) into r->matches, r->truncated. */
+/* glob: the regular files below the directory fd (the request's path)
+ * whose path matches h->rq->pattern at any depth (Python's rglob), sorted,
+ * into r->entries, r->truncated. */
 void bkf_glob_walk(struct hctx *h, int fd, struct bk_file_result *r);
 /* grep: the lines matching re in the file or directory fd (the request's
  * path) into r->grep, r->truncated; at most h->rq->max_matches. */
-void bkf_grep_walk(struct hctx *h, const regex_t *re, int fd, bool is_dir, struct bk_file_result *r);
+void bkf_grep_walk(struct hctx *h, const pcre2_code *re, int fd, bool is_dir, struct bk_file_result *r);
 
 /* ---- fs.c: filesystem primitives ------------------------------------------------------- */
 

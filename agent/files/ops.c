@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The seven file operations, helper side: each runs as the sandbox user in
+/* The file operations, helper side: each runs as the sandbox user in
  * the container's mount namespace (helper.c), resolves its paths with the
  * primitives of fs.c and either fills the result or refuses (bkf_fail,
  * bkf_errno: the helper answers and exits). */
 #include "agent/files/internal.h"
 #include "agent/parse/rxbound.h"
+#include "agent/parse/text.h"
 
 #include <fcntl.h>
-#include <regex.h>
 
 /* The request's root (O_PATH), or the helper answers with the error. */
 static int root_or_fail(struct hctx *h)
@@ -40,23 +40,54 @@ static void entries_or_fail(struct hctx *h, int dfd, const char *path, struct bk
 		r->entries[i].name = bkf_sanitized(h, v[i].name, strlen(v[i].name));
 		r->entries[i].type = bkf_dent_type(&v[i]);
 		r->entries[i].size = v[i].stat_ok ? (uint64_t)v[i].st.st_size : 0;
+		if (v[i].stat_ok) {
+			r->entries[i].mtime_sec = (int64_t)v[i].st.st_mtim.tv_sec;
+			r->entries[i].mtime_nsec = (uint32_t)v[i].st.st_mtim.tv_nsec;
+		}
 	}
 	r->nentries = n;
 	bkf_dents_free(v, n);
 }
 
-/* The whole regular file fd (opened O_NONBLOCK) as text, or the helper
- * refuses it as unviewable. */
-static void text_or_fail(struct hctx *h, int fd, const char *path, char **buf, size_t *len)
+/* The request's path as the reference names it in its sentences. */
+#define QP(h) ((h)->rq->vp.abs)
+
+/* The whole regular file fd (opened O_NONBLOCK, at most max bytes) as
+ * text, or the helper refuses it (422, the reference's sentences). */
+static void text_or_fail(struct hctx *h, int fd, const char *path, size_t max, const char *route, char **buf,
+			 size_t *len)
 {
 	bkf_blocking(fd);
-	int r = bkf_read_all(fd, VIEW_MAX, buf, len);
+	int r = bkf_read_all(fd, max, buf, len);
 	if (r == -EFBIG)
-		bkf_fail(h, 422, "unviewable", "%s is larger than %u bytes", path, VIEW_MAX);
+		bkf_fail(h, 422, "unviewable", "'%s' is over the %zu byte limit for %s. Use the exec tool to inspect part of it.",
+			 path, max, route);
 	if (r < 0)
 		bkf_errno(h, -r, path);
-	if (bkf_is_binary(*buf, *len))
-		bkf_fail(h, 422, "unviewable", "%s looks like a binary file (NUL bytes)", path);
+	if (!bk_utf8_valid(*buf, *len))
+		bkf_fail(h, 422, "unviewable",
+			 "'%s' appears to be a binary file and cannot be viewed as text. Use the exec tool with an "
+			 "appropriate Python library to read it (e.g. pypdf for PDFs, openpyxl for Excel, python-docx "
+			 "for Word docs).",
+			 path);
+}
+
+/* Python's universal newlines, in place: "\r\n" and a lone "\r" read as
+ * "\n". Returns the new length. */
+static size_t universal_newlines(char *s, size_t n)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '\r') {
+			s[o++] = '\n';
+			if (i + 1 < n && s[i + 1] == '\n')
+				i++;
+		} else {
+			s[o++] = s[i];
+		}
+	}
+	s[o] = '\0';
+	return o;
 }
 
 /* ---- file_create ------------------------------------------------------------------------ */
@@ -84,24 +115,14 @@ void bkf_op_create(struct hctx *h, struct bk_file_result *r)
 
 /* ---- view ---------------------------------------------------------------------------------- */
 
-static size_t count_lines(const char *s, size_t n)
-{
-	size_t l = 0;
-	for (const char *p = s; (p = memchr(p, '\n', n - (size_t)(p - s))); p++)
-		l++;
-	if (n && s[n - 1] != '\n')
-		l++;
-	return l;
-}
-
-/* Byte offset where line k (1-based) starts; n when past the end. */
+/* Byte offset where line k (0-based, '\n'-separated) starts; n past the end. */
 static size_t line_offset(const char *s, size_t n, size_t k)
 {
 	size_t off = 0;
-	for (size_t line = 1; line < k && off < n; line++) {
-		const char *nl = memchr(s + off, '\n', n - off);
+	for (size_t line = 0; line < k && off <= n; line++) {
+		const char *nl = off < n ? memchr(s + off, '\n', n - off) : NULL;
 		if (!nl)
-			return n;
+			return n + 1;
 		off = (size_t)(nl - s) + 1;
 	}
 	return off;
@@ -115,6 +136,8 @@ void bkf_op_view(struct hctx *h, struct bk_file_result *r)
 	/* O_NONBLOCK: a FIFO must not hang the helper */
 	_cleanup_close_ int fd =
 		bkf_in_root(rootfd, q->vp.rel, O_RDONLY | O_NONBLOCK | O_NOCTTY | (q->vp.trailing_slash ? O_DIRECTORY : 0), 0);
+	if (fd == -ENOENT || fd == -ENOTDIR)
+		bkf_fail(h, 404, "not_found", "File not found: %s", path);
 	if (fd < 0)
 		bkf_errno(h, -fd, path);
 	struct stat st;
@@ -126,29 +149,53 @@ void bkf_op_view(struct hctx *h, struct bk_file_result *r)
 		return;
 	}
 	if (!S_ISREG(st.st_mode))
-		bkf_fail(h, 422, "unviewable", "%s is not a regular file", path);
+		bkf_fail(h, 422, "unviewable", "'%s' is not a regular file", path);
 	if ((uint64_t)st.st_size > VIEW_MAX)
-		bkf_fail(h, 422, "unviewable", "%s is larger than %u bytes", path, VIEW_MAX);
+		bkf_fail(h, 422, "unviewable",
+			 "'%s' is %llu bytes, over the %u byte limit for /view. Use the exec tool (e.g. head/tail/sed, "
+			 "or a streaming reader) to inspect part of it instead of viewing the whole file.",
+			 path, (unsigned long long)st.st_size, VIEW_MAX);
 	_cleanup_free_ char *buf = NULL;
 	size_t len;
-	text_or_fail(h, fd, path, &buf, &len);
-	size_t total = count_lines(buf, len);
-	size_t from = 0, to = len, nlines = total;
-	if (q->has_range) {
-		size_t start = (size_t)q->range_start;
-		size_t end = q->range_end < 0 || (size_t)q->range_end > total ? total : (size_t)q->range_end;
-		if (start > total && !(total == 0 && start == 1))
-			bkf_fail(h, 400, "invalid_range", "view_range starts at line %zu but %s has %zu lines", start, path,
-				 total);
-		from = line_offset(buf, len, start);
-		to = line_offset(buf, len, end + 1);
-		nlines = end >= start ? end - start + 1 : 0;
-	}
-	r->content = bkf_sanitized(h, buf + from, to - from);
-	r->content_len = strlen(r->content);
-	r->lines = nlines;
-	r->total_lines = total;
+	text_or_fail(h, fd, path, VIEW_MAX, "/view", &buf, &len);
 	r->size = len;
+	len = universal_newlines(buf, len);
+	/* split('\n'): one line more than there are newlines */
+	size_t total = 1;
+	for (const char *p = buf; (p = memchr(p, '\n', len - (size_t)(p - buf))); p++)
+		total++;
+	size_t from = 0, to = len;
+	if (q->has_range) {
+		/* lines[max(0, start - 1) : min(total, end)], Python slice rules */
+		long long a = q->range_start - 1 < 0 ? 0 : q->range_start - 1;
+		long long b = q->range_end < (long long)total ? q->range_end : (long long)total;
+		if (b < 0)
+			b = b + (long long)total < 0 ? 0 : b + (long long)total;
+		if (a > (long long)total)
+			a = (long long)total;
+		if (b <= a) {
+			from = to = 0;
+		} else {
+			from = line_offset(buf, len, (size_t)a);
+			size_t e = line_offset(buf, len, (size_t)b); /* the start of the first line not shown */
+			to = e > len ? len : e - 1;                  /* ... without the '\n' before it */
+		}
+	}
+	size_t chars, cut = bk_utf8_chars_prefix(buf + from, to - from, BK_FILE_VIEW_CHARS + 1, &chars);
+	static const char mark[] = "\n... (truncated)";
+	if (chars > BK_FILE_VIEW_CHARS) {
+		cut = bk_utf8_chars_prefix(buf + from, to - from, BK_FILE_VIEW_CHARS, NULL);
+		r->content = bkf_calloc(h, cut + sizeof(mark), 1);
+		memcpy(r->content, buf + from, cut);
+		memcpy(r->content + cut, mark, sizeof(mark));
+		r->content_len = cut + sizeof(mark) - 1;
+	} else {
+		r->content = bkf_calloc(h, to - from + 1, 1);
+		memcpy(r->content, buf + from, to - from);
+		r->content_len = to - from;
+	}
+	(void)cut;
+	r->lines = total;
 }
 
 /* ---- str_replace --------------------------------------------------------------------------- */
@@ -203,6 +250,8 @@ void bkf_op_str_replace(struct hctx *h, struct bk_file_result *r)
 	char base[BK_NAME_MAX + 1];
 	final_or_fail(h, rootfd, false, &dirfd, base);
 	_cleanup_close_ int fd = bkf_beneath(dirfd, base, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+	if (fd == -ENOENT || fd == -ENOTDIR)
+		bkf_fail(h, 404, "not_found", "File not found: %s", path);
 	if (fd < 0)
 		bkf_errno(h, -fd, path);
 	struct stat st;
@@ -212,18 +261,23 @@ void bkf_op_str_replace(struct hctx *h, struct bk_file_result *r)
 		bkf_errno(h, EISDIR, path);
 	if (!S_ISREG(st.st_mode))
 		bkf_fail(h, 400, "not_a_regular_file", "%s is not a regular file", path);
-	if ((uint64_t)st.st_size > VIEW_MAX)
-		bkf_fail(h, 422, "unviewable", "%s is larger than %u bytes", path, VIEW_MAX);
+	if ((uint64_t)st.st_size > BK_FILE_EDIT_MAX)
+		bkf_fail(h, 422, "unviewable",
+			 "'%s' is %llu bytes, over the %u byte limit for /str-replace. Use the exec tool (e.g. sed) to "
+			 "edit part of it instead.",
+			 path, (unsigned long long)st.st_size, BK_FILE_EDIT_MAX);
 	_cleanup_free_ char *buf = NULL;
 	size_t len;
-	text_or_fail(h, fd, path, &buf, &len);
+	text_or_fail(h, fd, path, BK_FILE_EDIT_MAX, "/str-replace", &buf, &len);
 	close(steal_fd(&fd));
 	size_t n = count_occurrences(buf, len, q->old_str, q->old_len);
-	if (n == 0)
-		bkf_fail(h, 400, "old_str_not_found", "old_str does not occur in %s", path);
+	if (n == 0) {
+		/* the reference: 200, replaced false, nothing written */
+		r->occurrences = 0;
+		return;
+	}
 	if (n > 1 && !q->replace_all)
-		bkf_fail(h, 409, "not_unique", "old_str occurs %zu times in %s; make it unique or set replace_all", n,
-			 path);
+		bkf_fail(h, 400, "not_unique", "old_str appears %zu times. Must appear exactly once.", n);
 	_cleanup_free_ char *out = NULL;
 	size_t newlen;
 	replace_or_fail(h, buf, len, n, &out, &newlen);
@@ -235,11 +289,28 @@ void bkf_op_str_replace(struct hctx *h, struct bk_file_result *r)
 
 /* ---- ls, glob, grep -------------------------------------------------------------------------- */
 
+/* An absent path (or a root that is not there) is an empty answer for the
+ * searches, as in the reference: true when err is such an absence. */
+static bool absent(int err) { return err == ENOENT || err == ENOTDIR; }
+
+/* The root of the request, or -1 when it is absent (an empty answer). */
+static int root_or_absent(struct hctx *h)
+{
+	int fd = bkf_open_root(h->rq->vp.root, O_PATH);
+	if (fd < 0 && !absent(-fd))
+		bkf_errno(h, -fd, bk_vroots[h->rq->vp.root].path);
+	return fd < 0 ? -1 : fd;
+}
+
 void bkf_op_ls(struct hctx *h, struct bk_file_result *r)
 {
 	const struct bk_file_req *q = h->rq;
-	_cleanup_close_ int rootfd = root_or_fail(h);
+	_cleanup_close_ int rootfd = root_or_absent(h);
+	if (rootfd < 0)
+		return;
 	_cleanup_close_ int fd = bkf_in_root(rootfd, q->vp.rel, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0 && absent(-fd))
+		return;
 	if (fd < 0)
 		bkf_errno(h, -fd, q->vp.abs);
 	entries_or_fail(h, fd, q->vp.abs, r);
@@ -248,8 +319,12 @@ void bkf_op_ls(struct hctx *h, struct bk_file_result *r)
 void bkf_op_glob(struct hctx *h, struct bk_file_result *r)
 {
 	const struct bk_file_req *q = h->rq;
-	_cleanup_close_ int rootfd = root_or_fail(h);
+	_cleanup_close_ int rootfd = root_or_absent(h);
+	if (rootfd < 0)
+		return;
 	_cleanup_close_ int fd = bkf_in_root(rootfd, q->vp.rel, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0 && absent(-fd))
+		return;
 	if (fd < 0)
 		bkf_errno(h, -fd, q->vp.abs);
 	bkf_glob_walk(h, fd, r);
@@ -259,48 +334,59 @@ void bkf_op_grep(struct hctx *h, struct bk_file_result *r)
 {
 	const struct bk_file_req *q = h->rq;
 	const char *path = q->vp.abs;
-	regex_t re;
-	/* bounded again here (the API edge checked it): what glibc would
-	 * expand into gigabytes never compiles */
+	/* bounded again here (the API edge checked it): what would compile
+	 * into a huge program never compiles */
 	char why[256];
 	if (bk_rx_check(q->pattern, why, sizeof(why)) < 0)
 		bkf_fail(h, 422, "pattern_too_complex", "%s", why);
+	/* Python's re syntax, in PCRE2's words */
+	char pat[BK_RX_LEN_MAX * 3 + 16];
+	if (bk_rx_translate(q->pattern, pat, sizeof(pat)) < 0)
+		bkf_fail(h, 422, "pattern_too_complex", "the pattern is longer than %d bytes", BK_RX_LEN_MAX);
 	/* compiled here, in the helper: whatever a pattern within the bounds
 	 * still costs is the helper's time and memory (its own cgroup under
 	 * the pod, RLIMIT_AS, RLIMIT_CPU), never the agent's */
-	int rc = regcomp(&re, q->pattern, REG_EXTENDED | REG_NOSUB);
-	if (rc == REG_ESPACE)
-		bkf_fail(h, 422, "pattern_too_complex",
-			 "the pattern needs more memory to compile than the file helper's limit (%llu MiB)",
-			 HELPER_MEMORY_MAX >> 20);
-	if (rc != 0) {
-		char msg[256];
-		regerror(rc, &re, msg, sizeof(msg));
-		char e[300];
-		snprintf(e, sizeof(e), "invalid regular expression: %s", msg);
-		r->grep_error = bkf_strdup(h, e);
+	int ec;
+	PCRE2_SIZE eo;
+	pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
+	if (!re) {
+		if (ec == PCRE2_ERROR_NOMEMORY || ec == PCRE2_ERROR_HEAP_FAILED)
+			bkf_out_of_memory(h);
+		PCRE2_UCHAR msg[256];
+		pcre2_get_error_message(ec, msg, sizeof(msg));
+		char e[400];
+		snprintf(e, sizeof(e), "Invalid regex pattern: %s at position %zu", (const char *)msg, (size_t)eo);
+		r->grep_error = bkf_sanitized(h, e, strlen(e));
 		return;
 	}
-	_cleanup_close_ int rootfd = root_or_fail(h);
+	_cleanup_close_ int rootfd = root_or_absent(h);
+	if (rootfd < 0)
+		return;
 	_cleanup_close_ int fd = bkf_in_root(rootfd, q->vp.rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0 && absent(-fd))
+		return;
 	if (fd < 0)
 		bkf_errno(h, -fd, path);
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		bkf_errno(h, errno, path);
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-		bkf_fail(h, 400, "not_a_regular_file", "%s is neither a file nor a directory", path);
-	bkf_grep_walk(h, &re, fd, S_ISDIR(st.st_mode), r);
+		return; /* nothing to read: no matches */
+	bkf_grep_walk(h, re, fd, S_ISDIR(st.st_mode), r);
+	pcre2_code_free(re);
 }
 
 /* ---- present_files ------------------------------------------------------------------------- */
 
 /* Stream the rest of fd to the agent (which hashes it) and, when t is set,
- * into the temp file. Returns bytes or -errno. */
-static long long pump(struct hctx *h, uint32_t idx, int fd, struct tmpfile *t, uint64_t budget)
+ * into the temp file; *text: whether its first 8 KiB are UTF-8 text
+ * (Python's sniff in the reference's _detect_content_type). Returns bytes
+ * or -errno. */
+static long long pump(struct hctx *h, uint32_t idx, int fd, struct tmpfile *t, uint64_t budget, bool *text)
 {
 	static char buf[REC_MAX - 8];
 	long long total = 0;
+	*text = true;
 	for (;;) {
 		ssize_t n = read(fd, buf, sizeof(buf));
 		if (n < 0) {
@@ -310,6 +396,15 @@ static long long pump(struct hctx *h, uint32_t idx, int fd, struct tmpfile *t, u
 		}
 		if (n == 0)
 			return total;
+		if (total < 8192) {
+			/* the sample is the first 8192 bytes: the rest of
+			 * them may come in the next read */
+			size_t k = (size_t)n < 8192 - (size_t)total ? (size_t)n : 8192 - (size_t)total;
+			if (total == 0 && !bk_utf8_valid(buf, k))
+				*text = false;
+			else if (total > 0 && memchr(buf, '\0', k))
+				*text = false;
+		}
 		total += n;
 		if ((uint64_t)total > budget)
 			return -EFBIG;
@@ -326,7 +421,7 @@ static long long pump(struct hctx *h, uint32_t idx, int fd, struct tmpfile *t, u
 /* Copy the open file fd (vp) into the outputs directory outdir under its
  * own name, streaming it to the agent; its new virtual path into dest. */
 static long long copy_to_outputs(struct hctx *h, uint32_t idx, int fd, const struct bk_vpath *vp, int outdir,
-				 uint64_t budget, char *dest, size_t destlen)
+				 uint64_t budget, char *dest, size_t destlen, bool *text)
 {
 	const char *slash = strrchr(vp->rel, '/');
 	const char *name = slash ? slash + 1 : vp->rel;
@@ -339,7 +434,7 @@ static long long copy_to_outputs(struct hctx *h, uint32_t idx, int fd, const str
 	int r = bkf_tmp_open(&t, outdir, 0644);
 	if (r < 0)
 		bkf_errno(h, -r, dest);
-	long long size = pump(h, idx, fd, &t, budget);
+	long long size = pump(h, idx, fd, &t, budget, text);
 	if (size < 0) {
 		bkf_tmp_abort(&t);
 		bkf_errno(h, (int)-size, dest);
@@ -351,38 +446,43 @@ static long long copy_to_outputs(struct hctx *h, uint32_t idx, int fd, const str
 }
 
 /* One presented file: streamed for its hash, copied into outputs when it
- * is elsewhere. */
+ * is elsewhere. As the reference, a path that is not there, a directory
+ * or anything but a regular file is skipped. */
 static void present_one(struct hctx *h, size_t i, int outdir, uint64_t *used, struct bk_file_result *r)
 {
 	const struct bk_vpath *vp = &h->rq->paths[i];
 	_cleanup_close_ int rootfd = bkf_open_root(vp->root, O_PATH);
+	if (rootfd < 0 && absent(-rootfd))
+		return;
 	if (rootfd < 0)
 		bkf_errno(h, -rootfd, bk_vroots[vp->root].path);
 	_cleanup_close_ int fd = bkf_in_root(rootfd, vp->rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0 && absent(-fd))
+		return;
 	if (fd < 0)
 		bkf_errno(h, -fd, vp->abs);
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		bkf_errno(h, errno, vp->abs);
-	if (S_ISDIR(st.st_mode))
-		bkf_errno(h, EISDIR, vp->abs);
 	if (!S_ISREG(st.st_mode))
-		bkf_fail(h, 400, "not_a_regular_file", "%s is not a regular file", vp->abs);
+		return;
 	if ((uint64_t)st.st_size > PRESENT_BYTES_MAX - *used)
 		bkf_fail(h, 413, "too_large", "the presented files are larger than %u bytes in total", PRESENT_BYTES_MAX);
 	bkf_blocking(fd);
-	uint32_t idx = (uint32_t)i;
+	/* the agent hashes the bytes of the idx-th file of the result */
+	uint32_t idx = (uint32_t)r->nfiles;
+	bool text = true;
 	if (bkf_rec_write(h->chan, REC_HBEGIN, &idx, sizeof(idx), NULL, 0) < 0)
 		_exit(4);
 	char dest[BK_VPATH_MAX + 64];
 	long long size;
 	if (vp->root == BK_VROOT_OUTPUTS) {
-		size = pump(h, idx, fd, NULL, PRESENT_BYTES_MAX - *used);
+		size = pump(h, idx, fd, NULL, PRESENT_BYTES_MAX - *used, &text);
 		if (size < 0)
 			bkf_errno(h, (int)-size, vp->abs);
 		snprintf(dest, sizeof(dest), "%s", vp->abs);
 	} else {
-		size = copy_to_outputs(h, idx, fd, vp, outdir, PRESENT_BYTES_MAX - *used, dest, sizeof(dest));
+		size = copy_to_outputs(h, idx, fd, vp, outdir, PRESENT_BYTES_MAX - *used, dest, sizeof(dest), &text);
 		struct bk_file_copy *c = &r->copies[r->ncopies++];
 		c->source = bkf_strdup(h, vp->abs);
 		c->destination = bkf_strdup(h, dest);
@@ -391,6 +491,7 @@ static void present_one(struct hctx *h, size_t i, int outdir, uint64_t *used, st
 	struct bk_file_presented *f = &r->files[r->nfiles++];
 	f->path = bkf_strdup(h, dest);
 	f->size = (uint64_t)size;
+	f->text = text;
 }
 
 void bkf_op_present(struct hctx *h, struct bk_file_result *r)
@@ -407,4 +508,73 @@ void bkf_op_present(struct hctx *h, struct bk_file_result *r)
 	uint64_t used = 0;
 	for (size_t i = 0; i < q->npaths; i++)
 		present_one(h, i, outdir, &used, r);
+}
+
+/* ---- read_image ---------------------------------------------------------------------------- */
+
+static const char *image_magic(const unsigned char *b, size_t n)
+{
+	if (n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0)
+		return "image/png";
+	if (n >= 3 && memcmp(b, "\xff\xd8\xff", 3) == 0)
+		return "image/jpeg";
+	if (n >= 6 && (memcmp(b, "GIF87a", 6) == 0 || memcmp(b, "GIF89a", 6) == 0))
+		return "image/gif";
+	if (n >= 12 && memcmp(b, "RIFF", 4) == 0 && memcmp(b + 8, "WEBP", 4) == 0)
+		return "image/webp";
+	return NULL;
+}
+
+void bkf_op_read_image(struct hctx *h, struct bk_file_result *r)
+{
+	const struct bk_file_req *q = h->rq;
+	const char *path = q->vp.abs;
+	_cleanup_close_ int rootfd = root_or_fail(h);
+	_cleanup_close_ int fd = bkf_in_root(rootfd, q->vp.rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd == -ENOENT || fd == -ENOTDIR)
+		bkf_fail(h, 404, "not_found", "File not found: %s", path);
+	if (fd < 0)
+		bkf_errno(h, -fd, path);
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		bkf_errno(h, errno, path);
+	if (S_ISDIR(st.st_mode))
+		bkf_fail(h, 400, "is_directory", "Path is a directory: %s", path);
+	if (!S_ISREG(st.st_mode))
+		bkf_fail(h, 400, "not_a_regular_file", "%s is not a regular file", path);
+	if ((uint64_t)st.st_size > BK_FILE_IMAGE_MAX)
+		bkf_fail(h, 400, "too_large", "Image too large: %llu bytes (max %u bytes)", (unsigned long long)st.st_size,
+			 BK_FILE_IMAGE_MAX);
+	bkf_blocking(fd);
+	_cleanup_free_ char *buf = NULL;
+	size_t len;
+	int e = bkf_read_all(fd, BK_FILE_IMAGE_MAX, &buf, &len);
+	if (e == -EFBIG)
+		bkf_fail(h, 400, "too_large", "Image too large: more than %u bytes", BK_FILE_IMAGE_MAX);
+	if (e < 0)
+		bkf_errno(h, -e, path);
+	if (len == 0)
+		bkf_fail(h, 400, "empty_image", "Image is empty: %s", path);
+	const char *mime = bk_mime_type(path);
+	if (strncmp(mime, "image/", 6) != 0) {
+		const char *m = image_magic((const unsigned char *)buf, len);
+		if (!m)
+			bkf_fail(h, 400, "not_an_image", "File is not an image: %s", mime);
+		mime = m;
+	}
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t on = 4 * ((len + 2) / 3);
+	char *o = r->content = bkf_calloc(h, on + 1, 1);
+	const unsigned char *in = (const unsigned char *)buf;
+	for (size_t k = 0; k < len; k += 3) {
+		uint32_t v = (uint32_t)in[k] << 16 | (k + 1 < len ? (uint32_t)in[k + 1] << 8 : 0) |
+			     (k + 2 < len ? in[k + 2] : 0);
+		*o++ = b64[v >> 18 & 63];
+		*o++ = b64[v >> 12 & 63];
+		*o++ = k + 1 < len ? b64[v >> 6 & 63] : '=';
+		*o++ = k + 2 < len ? b64[v & 63] : '=';
+	}
+	r->content_len = on;
+	r->size = len;
+	r->mime = bkf_strdup(h, mime);
 }

@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 
+#include "agent/parse/text.h"
+
 struct walk {
 	struct hctx *h;
 	int maxdepth;
@@ -63,14 +65,15 @@ static void walk_dir(struct walk *w, int dfd, const char *rel, int depth)
 struct glob_ud {
 	const char *pattern;
 	const char *base; /* virtual path of the start */
-	char **matches;
+	struct bk_file_entry *m;
 	size_t n;
 };
 
 static void glob_visit(struct walk *w, int dfd, const char *name, const char *rel, const struct stat *st)
 {
 	struct glob_ud *g = w->ud;
-	if (!bk_glob_match(g->pattern, rel))
+	/* rglob yields directories too; the reference keeps files only */
+	if (!S_ISREG(st->st_mode) || !bk_glob_match_rglob(g->pattern, rel))
 		return;
 	if (g->n == GLOB_MATCH_MAX) {
 		w->truncated = w->stop = true;
@@ -80,47 +83,79 @@ static void glob_visit(struct walk *w, int dfd, const char *name, const char *re
 	if (bk_vpath_join(g->base, rel, full, sizeof(full)) < 0)
 		return;
 	char *s = strdup(full);
-	if (s)
-		g->matches[g->n++] = s;
+	if (!s)
+		bkf_out_of_memory(w->h);
+	g->m[g->n++] = (struct bk_file_entry){ .name = s,
+					       .type = BK_FILE_T_FILE,
+					       .size = (uint64_t)st->st_size,
+					       .mtime_sec = (int64_t)st->st_mtim.tv_sec,
+					       .mtime_nsec = (uint32_t)st->st_mtim.tv_nsec };
 }
 
-static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int ent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct bk_file_entry *)a)->name, ((const struct bk_file_entry *)b)->name);
+}
 
 void bkf_glob_walk(struct hctx *h, int fd, struct bk_file_result *r)
 {
 	const struct bk_file_req *q = h->rq;
 	struct glob_ud g = { .pattern = q->pattern, .base = q->vp.abs };
-	g.matches = calloc(GLOB_MATCH_MAX, sizeof(char *));
-	if (!g.matches)
-		bkf_errno(h, ENOMEM, q->vp.abs);
-	struct walk w = { .h = h, .visit = glob_visit, .ud = &g };
-	/* no "**": no need to go deeper than the pattern has segments */
-	w.maxdepth = WALK_DEPTH_MAX;
-	for (int d = 1; d < WALK_DEPTH_MAX; d++)
-		if (!bk_glob_deeper(q->pattern, d)) {
-			w.maxdepth = d;
-			break;
-		}
+	g.m = bkf_calloc(h, GLOB_MATCH_MAX, sizeof(*g.m));
+	/* rglob: every depth */
+	struct walk w = { .h = h, .visit = glob_visit, .ud = &g, .maxdepth = WALK_DEPTH_MAX };
 	walk_dir(&w, fd, "", 0);
-	qsort(g.matches, g.n, sizeof(char *), str_cmp);
-	r->matches = bkf_calloc(h, g.n, sizeof(*r->matches));
-	for (size_t i = 0; i < g.n; i++)
-		r->matches[i] = bkf_sanitized(h, g.matches[i], strlen(g.matches[i]));
-	r->nmatches = g.n;
+	qsort(g.m, g.n, sizeof(*g.m), ent_cmp);
+	for (size_t i = 0; i < g.n; i++) {
+		char *c = bkf_sanitized(h, g.m[i].name, strlen(g.m[i].name));
+		free(g.m[i].name);
+		g.m[i].name = c;
+	}
+	r->entries = g.m;
+	r->nentries = g.n;
 	r->truncated = w.truncated;
 }
 
 /* ---- grep ---------------------------------------------------------------------------------- */
 
 struct grep_ud {
-	const regex_t *re;
+	const pcre2_code *re;
+	pcre2_match_data *md;
+	pcre2_match_context *mc;
 	const char *glob;
-	const char *base; /* virtual path of the start */
+	const char *base;     /* virtual path of the start */
 	struct bk_file_result *r;
 	size_t max;
 	size_t bytes;
 	bool truncated;
 };
+
+/* The reference's filter: fnmatch (a '*' also matches '/', a leading '.'
+ * and a '\\' are plain) of the path relative to the search's start, of the
+ * virtual path without its leading '/', or of the name. */
+static bool glob_ok(const struct grep_ud *g, const char *rel, const char *vpath, const char *name)
+{
+	if (!g->glob)
+		return true;
+	return fnmatch(g->glob, rel, FNM_NOESCAPE) == 0 || fnmatch(g->glob, vpath + 1, FNM_NOESCAPE) == 0 ||
+	       fnmatch(g->glob, name, FNM_NOESCAPE) == 0;
+}
+
+/* Python's universal newlines, in place; returns the new length. */
+static size_t lf_only(char *s, size_t n)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '\r') {
+			s[o++] = '\n';
+			if (i + 1 < n && s[i + 1] == '\n')
+				i++;
+		} else {
+			s[o++] = s[i];
+		}
+	}
+	return o;
+}
 
 /* Returns whether the search is to stop (a bound was hit). */
 static bool grep_file(struct hctx *h, struct grep_ud *g, int fd, const char *vpath)
@@ -138,34 +173,54 @@ static bool grep_file(struct hctx *h, struct grep_ud *g, int fd, const char *vpa
 	if (bkf_read_all(fd, VIEW_MAX, &buf, &len) < 0)
 		return false;
 	g->bytes += len;
-	if (bkf_is_binary(buf, len)) {
+	/* as the reference, a file that is not UTF-8 text is skipped (NUL
+	 * bytes too: they cannot be in a JSON string here) */
+	if (!bk_utf8_valid(buf, len)) {
 		free(buf);
 		return false;
 	}
+	len = lf_only(buf, len);
 	struct bk_file_result *r = g->r;
 	size_t line = 0;
 	bool stop = false;
 	for (char *p = buf, *end = buf + len; p < end && !stop; line++) {
 		char *nl = memchr(p, '\n', (size_t)(end - p));
 		char *le = nl ? nl : end;
-		*le = '\0';
-		if ((line & 4095) == 4095 && bkf_over_budget(h)) {
+		if ((line & 15) == 15 && bkf_over_budget(h)) { /* a line can cost a match limit */
 			g->truncated = stop = true;
 			break;
 		}
-		int rc = regexec(g->re, p, 0, NULL, 0);
-		if (rc == REG_ESPACE)
-			bkf_out_of_memory(h);
-		if (rc == 0) {
-			if (r->ngrep == g->max) {
-				g->truncated = stop = true;
-				break;
-			}
+		/* the line with its '\n', as Python iterates a file: '$'
+		 * matches before it */
+		int rc = pcre2_match(g->re, (PCRE2_SPTR)p, (size_t)(nl ? nl + 1 - p : le - p), 0, 0, g->md, g->mc);
+		if (rc == PCRE2_ERROR_NOMEMORY || rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_MATCHLIMIT ||
+		    rc == PCRE2_ERROR_DEPTHLIMIT) {
+			char e[BK_VPATH_MAX + 200];
+			snprintf(e, sizeof(e),
+				 "Search stopped: the pattern exceeded the regex engine's match limit at %s line %zu "
+				 "-- simplify the pattern and retry.",
+				 vpath, line + 1);
+			free(r->grep_error);
+			r->grep_error = bkf_sanitized(h, e, strlen(e));
+			g->truncated = stop = true;
+			break;
+		}
+		if (rc >= 0) {
 			struct bk_file_match *m = &r->grep[r->ngrep++];
 			m->path = bkf_sanitized(h, vpath, strlen(vpath));
 			m->line = line + 1;
 			size_t tl = (size_t)(le - p);
-			m->text = bkf_sanitized(h, p, tl > GREP_TEXT_MAX ? GREP_TEXT_MAX : tl);
+			if (tl > GREP_TEXT_MAX) {
+				tl = GREP_TEXT_MAX;
+				while (tl && ((unsigned char)p[tl] & 0xc0) == 0x80)
+					tl--; /* on a character */
+			}
+			m->text = bkf_sanitized(h, p, tl);
+			if (r->ngrep >= g->max) {
+				/* the reference: truncated once max_matches are found */
+				g->truncated = stop = true;
+				break;
+			}
 		}
 		p = le + 1;
 	}
@@ -178,29 +233,40 @@ static void grep_visit(struct walk *w, int dfd, const char *name, const char *re
 	struct grep_ud *g = w->ud;
 	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size > VIEW_MAX)
 		return;
-	if (g->glob) {
-		bool m = strchr(g->glob, '/') ? bk_glob_match(g->glob, rel) : fnmatch(g->glob, name, FNM_PERIOD) == 0;
-		if (!m)
-			return;
-	}
+	char full[BK_VPATH_MAX + 64];
+	if (bk_vpath_join(g->base, rel, full, sizeof(full)) < 0 || !glob_ok(g, rel, full, name))
+		return;
 	int fd = bkf_beneath(dfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return;
-	char full[BK_VPATH_MAX + 64];
-	if (bk_vpath_join(g->base, rel, full, sizeof(full)) == 0 && grep_file(w->h, g, fd, full))
+	if (grep_file(w->h, g, fd, full))
 		w->stop = true;
 	close(fd);
 }
 
-void bkf_grep_walk(struct hctx *h, const regex_t *re, int fd, bool is_dir, struct bk_file_result *r)
+void bkf_grep_walk(struct hctx *h, const pcre2_code *re, int fd, bool is_dir, struct bk_file_result *r)
 {
 	const struct bk_file_req *q = h->rq;
 	struct grep_ud g = { .re = re, .glob = q->glob, .base = q->vp.abs, .r = r, .max = (size_t)q->max_matches };
+	g.md = pcre2_match_data_create_from_pattern(re, NULL);
+	g.mc = pcre2_match_context_create(NULL);
+	if (!g.md || !g.mc)
+		bkf_out_of_memory(h);
+	pcre2_set_match_limit(g.mc, GREP_MATCH_LIMIT);
+	pcre2_set_depth_limit(g.mc, GREP_DEPTH_LIMIT);
+	pcre2_set_heap_limit(g.mc, GREP_HEAP_KIB);
 	r->grep = bkf_calloc(h, g.max, sizeof(*r->grep));
 	struct walk w = { .h = h, .visit = grep_visit, .ud = &g, .maxdepth = WALK_DEPTH_MAX };
-	if (is_dir)
+	if (is_dir) {
 		walk_dir(&w, fd, "", 0);
-	else
-		grep_file(h, &g, fd, q->vp.abs);
+	} else {
+		const char *slash = strrchr(q->vp.abs, '/');
+		const char *name = slash ? slash + 1 : q->vp.abs;
+		/* a file: relative to its directory, that is its name */
+		if (glob_ok(&g, name, q->vp.abs, name))
+			grep_file(h, &g, fd, q->vp.abs);
+	}
+	pcre2_match_data_free(g.md);
+	pcre2_match_context_free(g.mc);
 	r->truncated = g.truncated || w.truncated;
 }

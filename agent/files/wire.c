@@ -10,9 +10,9 @@
  *     u32 npaths, npaths x (u8 trailing slash, str path)
  *   records (helper -> agent, the pipe on fd 4): struct rec_hdr, then
  *     REC_ENTRY   u32 kind, the element's fields (see apply_entry)
- *     REC_CONTENT the next bytes of a view's content
- *     REC_END     u8 flags, u64 size, lines, total_lines, occurrences,
- *                 removed, kept, str grep error
+ *     REC_CONTENT the next bytes of a view's content (read_image: base64)
+ *     REC_END     u8 flags, u64 size, lines, occurrences,
+ *                 removed, kept, str grep error, str image MIME type
  *     REC_ERROR   i32 status, str code, str detail
  *   str: u32 length (UINT32_MAX: absent), the bytes, a NUL byte.
  *
@@ -28,7 +28,7 @@
 #define REQ_MAGIC 0x31464b42u /* "BKF1" */
 #define STR_ABSENT UINT32_MAX
 
-enum { ENT_DIRENT = 1, ENT_MATCH, ENT_GREP, ENT_FILE, ENT_COPY, ENT_UNAVAILABLE };
+enum { ENT_DIRENT = 1, ENT_GREP = 3, ENT_FILE, ENT_COPY, ENT_UNAVAILABLE };
 enum { END_CREATED = 1, END_IS_DIRECTORY = 2, END_TRUNCATED = 4 };
 
 /* ---- the codec ---------------------------------------------------------------------- */
@@ -194,9 +194,9 @@ int bkf_req_encode(const struct freq *q, char **out, size_t *outlen)
 }
 
 /* The helper parses the path again: the lexical rule holds on both sides. */
-static bool vpath_from(const char *abs, bool dir, struct bk_vpath *vp)
+static bool vpath_from(const char *abs, bool dir, bool mnt, struct bk_vpath *vp)
 {
-	if (!abs || bk_vpath_parse(abs, strlen(abs), vp) < 0)
+	if (!abs || bk_vpath_parse_abs(abs, strlen(abs), mnt, vp) < 0)
 		return false;
 	vp->trailing_slash = dir;
 	return true;
@@ -221,11 +221,7 @@ static int req_complete(const struct bk_file_req *q)
 			return -EPROTO;
 		break;
 	case BK_FILE_GREP:
-		if (!q->pattern || q->max_matches < 1 || (q->glob && bk_glob_check(q->glob) < 0))
-			return -EPROTO;
-		break;
-	case BK_FILE_PRESENT:
-		if (!q->npaths)
+		if (!q->pattern || q->max_matches < 1 || (q->glob && (!q->glob[0] || strlen(q->glob) > BK_GLOB_MAX)))
 			return -EPROTO;
 		break;
 	default:
@@ -258,7 +254,7 @@ int bkf_req_decode(char *buf, size_t len, struct freq *q)
 	rq->max_matches = (long)max;
 	rq->replace_all = replace_all;
 	if (has_range) {
-		if (!in_range(start, 1, 1LL << 40) || !in_range(end, -1, 1LL << 40))
+		if (!in_range(start, -(1LL << 40), 1LL << 40) || !in_range(end, -(1LL << 40), 1LL << 40))
 			return -EPROTO;
 		rq->has_range = true;
 		rq->range_start = start;
@@ -273,7 +269,7 @@ int bkf_req_decode(char *buf, size_t len, struct freq *q)
 	uint32_t np = rb_u32(&r);
 	if (r.bad || np > BK_FILE_PRESENT_MAX)
 		return -EPROTO;
-	if (rq->op != BK_FILE_WIPE && rq->op != BK_FILE_PRESENT && !vpath_from(abs, dir, &rq->vp))
+	if (rq->op != BK_FILE_WIPE && rq->op != BK_FILE_PRESENT && !vpath_from(abs, dir, rq->op == BK_FILE_LS, &rq->vp))
 		return -EPROTO;
 	if (np) {
 		rq->paths = calloc(np, sizeof(*rq->paths));
@@ -282,7 +278,7 @@ int bkf_req_decode(char *buf, size_t len, struct freq *q)
 		for (; rq->npaths < np; rq->npaths++) {
 			struct bk_vpath *vp = &rq->paths[rq->npaths];
 			bool pdir = rb_u8(&r);
-			if (!vpath_from(rb_str(&r, false, NULL), pdir, vp) || bk_vpath_is_root(vp))
+			if (!vpath_from(rb_str(&r, false, NULL), pdir, false, vp) || bk_vpath_is_root(vp))
 				return -EPROTO;
 		}
 	}
@@ -336,11 +332,8 @@ static int send_entries(int fd, const struct bk_file_result *r, struct wbuf *w)
 		wb_str(w, r->entries[i].name);
 		wb_u32(w, r->entries[i].type);
 		wb_u64(w, r->entries[i].size);
-		e = send_rec(fd, REC_ENTRY, w);
-	}
-	for (size_t i = 0; i < r->nmatches && !e; i++) {
-		wb_u32(w, ENT_MATCH);
-		wb_str(w, r->matches[i]);
+		wb_i64(w, r->entries[i].mtime_sec);
+		wb_u32(w, r->entries[i].mtime_nsec);
 		e = send_rec(fd, REC_ENTRY, w);
 	}
 	for (size_t i = 0; i < r->ngrep && !e; i++) {
@@ -354,6 +347,7 @@ static int send_entries(int fd, const struct bk_file_result *r, struct wbuf *w)
 		wb_u32(w, ENT_FILE);
 		wb_str(w, r->files[i].path);
 		wb_u64(w, r->files[i].size);
+		wb_u8(w, r->files[i].text);
 		e = send_rec(fd, REC_ENTRY, w);
 	}
 	for (size_t i = 0; i < r->ncopies && !e; i++) {
@@ -384,11 +378,11 @@ int bkf_send_result(int fd, const struct bk_file_result *r)
 				    (r->truncated ? END_TRUNCATED : 0)));
 		wb_u64(&w, r->size);
 		wb_u64(&w, r->lines);
-		wb_u64(&w, r->total_lines);
 		wb_u64(&w, r->occurrences);
 		wb_u64(&w, r->removed);
 		wb_u64(&w, r->kept);
 		wb_str(&w, r->grep_error);
+		wb_str(&w, r->mime);
 		e = send_rec(fd, REC_END, &w);
 	}
 	free(w.p);
@@ -408,11 +402,9 @@ int bkf_send_error(int fd, int status, const char *code, const char *detail)
 
 size_t bkf_result_bytes(const struct bk_file_result *r)
 {
-	size_t n = r->content_len + (r->grep_error ? strlen(r->grep_error) : 0);
+	size_t n = r->content_len + (r->grep_error ? strlen(r->grep_error) : 0) + (r->mime ? strlen(r->mime) : 0);
 	for (size_t i = 0; i < r->nentries; i++)
 		n += strlen(r->entries[i].name);
-	for (size_t i = 0; i < r->nmatches; i++)
-		n += strlen(r->matches[i]);
 	for (size_t i = 0; i < r->ngrep; i++)
 		n += strlen(r->grep[i].path) + strlen(r->grep[i].text);
 	for (size_t i = 0; i < r->nfiles; i++)
@@ -457,9 +449,7 @@ static bool ent_allowed(enum bk_file_op op, uint32_t kind)
 {
 	switch (kind) {
 	case ENT_DIRENT:
-		return op == BK_FILE_VIEW || op == BK_FILE_LS;
-	case ENT_MATCH:
-		return op == BK_FILE_GLOB;
+		return op == BK_FILE_VIEW || op == BK_FILE_LS || op == BK_FILE_GLOB;
 	case ENT_GREP:
 		return op == BK_FILE_GREP;
 	case ENT_FILE:
@@ -482,23 +472,25 @@ static int apply_entry(struct bk_file_result *r, enum bk_file_op op, struct rbuf
 	case ENT_DIRENT: {
 		if ((e = grow((void **)&r->entries, r->nentries, LS_MAX, sizeof(*r->entries))) < 0)
 			return e;
+		/* counted only when whole: a result never holds half an entry */
 		struct bk_file_entry *d = &r->entries[r->nentries];
+		*d = (struct bk_file_entry){ 0 };
 		d->name = take(rb, bytes);
 		if (!d->name)
 			return rb->bad ? -EPROTO : -ENOMEM;
-		r->nentries++;
 		uint32_t t = rb_u32(rb);
 		d->type = t < BK_FILE_T_N ? (enum bk_file_type)t : BK_FILE_T_UNKNOWN;
 		d->size = rb_u64(rb);
-		return rb->bad || t >= BK_FILE_T_N ? -EPROTO : 0;
-	}
-	case ENT_MATCH:
-		if ((e = grow((void **)&r->matches, r->nmatches, GLOB_MATCH_MAX, sizeof(*r->matches))) < 0)
-			return e;
-		if (!(r->matches[r->nmatches] = take(rb, bytes)))
-			return rb->bad ? -EPROTO : -ENOMEM;
-		r->nmatches++;
+		d->mtime_sec = rb_i64(rb);
+		d->mtime_nsec = rb_u32(rb);
+		if (rb->bad || t >= BK_FILE_T_N || d->mtime_nsec >= 1000000000u) {
+			free(d->name);
+			*d = (struct bk_file_entry){ 0 };
+			return -EPROTO;
+		}
+		r->nentries++;
 		return 0;
+	}
 	case ENT_GREP: {
 		if ((e = grow((void **)&r->grep, r->ngrep, BK_FILE_GREP_MATCH_MAX, sizeof(*r->grep))) < 0)
 			return e;
@@ -525,8 +517,12 @@ static int apply_entry(struct bk_file_result *r, enum bk_file_op op, struct rbuf
 			return rb->bad ? -EPROTO : -ENOMEM;
 		r->nfiles++;
 		f->size = rb_u64(rb);
+		uint8_t text = rb_u8(rb);
+		f->text = text == 1;
 		f->mime = bk_mime_type(f->path);
-		return rb->bad ? -EPROTO : 0;
+		if (streq(f->mime, "application/octet-stream") && f->text)
+			f->mime = "text/plain"; /* as the reference: unknown, but UTF-8 text */
+		return rb->bad || text > 1 ? -EPROTO : 0;
 	}
 	case ENT_COPY: {
 		if ((e = grow((void **)&r->copies, r->ncopies, BK_FILE_PRESENT_MAX, sizeof(*r->copies))) < 0)
@@ -585,14 +581,18 @@ static int apply_end(struct bk_file_result *r, enum bk_file_op op, struct rbuf *
 	uint8_t fl = rb_u8(rb);
 	r->size = rb_u64(rb);
 	r->lines = rb_u64(rb);
-	r->total_lines = rb_u64(rb);
 	r->occurrences = rb_u64(rb);
 	r->removed = rb_u64(rb);
 	r->kept = rb_u64(rb);
-	size_t n;
+	size_t n, mn;
 	const char *ge = rb_str(rb, true, &n);
-	if (rb->bad || fl > 7 || (ge && op != BK_FILE_GREP))
+	const char *mime = rb_str(rb, true, &mn);
+	if (rb->bad || fl > 7 || (ge && op != BK_FILE_GREP) || (op == BK_FILE_READ_IMAGE) != (mime != NULL) ||
+	    mn > 127 || (mime && strncmp(mime, "image/", 6) != 0))
 		return -EPROTO;
+	if (mime && !(r->mime = strdup(mime)))
+		return -ENOMEM;
+	*bytes += mn;
 	r->created = fl & END_CREATED;
 	r->is_directory = fl & END_IS_DIRECTORY;
 	r->truncated = fl & END_TRUNCATED;
@@ -602,7 +602,8 @@ static int apply_end(struct bk_file_result *r, enum bk_file_op op, struct rbuf *
 	/* a view is a directory's entries or a file's content, never both */
 	if (op == BK_FILE_VIEW && (r->is_directory ? r->content != NULL : r->nentries > 0))
 		return -EPROTO;
-	if (op == BK_FILE_VIEW && !r->is_directory && !r->content && !(r->content = strdup("")))
+	if ((op == BK_FILE_VIEW || op == BK_FILE_READ_IMAGE) && !r->is_directory && !r->content &&
+	    !(r->content = strdup("")))
 		return -ENOMEM;
 	r->status = 200;
 	return 0;
@@ -643,7 +644,7 @@ int bkf_rec_apply(struct bk_file_result *r, enum bk_file_op op, uint32_t type, c
 		e = apply_entry(r, op, &rb, bytes);
 		break;
 	case REC_CONTENT:
-		if (op != BK_FILE_VIEW)
+		if (op != BK_FILE_VIEW && op != BK_FILE_READ_IMAGE)
 			return -EPROTO;
 		*bytes += n;
 		e = *bytes > RESULT_MAX ? -EMSGSIZE : apply_content(r, p, n);
@@ -706,8 +707,6 @@ void bk_file_result_free(struct bk_file_result *r)
 {
 	for (size_t i = 0; i < r->nentries; i++)
 		free(r->entries[i].name);
-	for (size_t i = 0; i < r->nmatches; i++)
-		free(r->matches[i]);
 	for (size_t i = 0; i < r->ngrep; i++) {
 		free(r->grep[i].path);
 		free(r->grep[i].text);
@@ -722,7 +721,7 @@ void bk_file_result_free(struct bk_file_result *r)
 		free(r->unavailable[i]);
 	free(r->content);
 	free(r->entries);
-	free(r->matches);
+	free(r->mime);
 	free(r->grep);
 	free(r->grep_error);
 	free(r->files);

@@ -132,7 +132,7 @@ static int check_target(const struct tok *r, const struct tok *w, const char *v,
 	const char *cwd = pol && pol->cwd ? pol->cwd : "/workspace";
 	int n = v[0] == '/' ? snprintf(path, sizeof(path), "%s", v) : snprintf(path, sizeof(path), "%s/%s", cwd, v);
 	struct bk_vpath vp;
-	if (n < 0 || (size_t)n >= sizeof(path) || has_dotdot(path) || bk_vpath_parse(path, (size_t)n, &vp) < 0)
+	if (n < 0 || (size_t)n >= sizeof(path) || has_dotdot(path) || bk_vpath_parse_abs(path, (size_t)n, false, &vp) < 0)
 		return bk_cmd_refuse(res, -EPERM, BK_CMD_R_REDIR_TARGET, w->off,
 			      "redirection %s '%s' at offset %u is outside %s", write ? "to" : "from",
 			      bk_cmd_shown(v, sh, sizeof(sh)), w->off,

@@ -42,6 +42,10 @@ static void bracket(struct rx *x)
 	if (*p == ']')
 		p++; /* a leading ']' is a member */
 	while (*p && *p != ']') {
+		if (*p == '\\' && p[1]) { /* Python, PCRE: an escape inside a class */
+			p += 2;
+			continue;
+		}
 		if (*p == '[' && (p[1] == ':' || p[1] == '=' || p[1] == '.')) {
 			char k = p[1];
 			const char *e = p + 2;
@@ -120,7 +124,7 @@ static struct piece atom(struct rx *x, int depth)
 	} else if (ch == '\\') {
 		x->p++;
 		if (*x->p >= '1' && *x->p <= '9')
-			x->c->backrefs++;
+			x->c->backrefs++; /* counted; PCRE2's match limits bound them */
 		if (*x->p)
 			x->p++;
 	} else {
@@ -148,6 +152,9 @@ static struct piece seq(struct rx *x, int depth)
 			} else {
 				break;
 			}
+			/* a lazy or possessive mark is no repetition of its own */
+			if (*x->p == '?' || *x->p == '+')
+				x->p++;
 			a.nest++;
 		}
 		s.size = sat_add(s.size, a.size);
@@ -197,9 +204,6 @@ int bk_rx_check(const char *pattern, char *err, size_t errlen)
 	if (c.groups > BK_RX_GROUP_MAX)
 		return bk_fail_buf(err, errlen, -E2BIG, "the pattern nests groups deeper than %d levels",
 				   BK_RX_GROUP_MAX);
-	if (c.backrefs > 0)
-		return bk_fail_buf(err, errlen, -E2BIG,
-				   "backreferences (\\1 .. \\9) are refused: matching them takes exponential time");
 	if (c.nest > BK_RX_NEST_MAX)
 		return bk_fail_buf(err, errlen, -E2BIG, "the pattern nests repetitions %d deep (at most %d)", c.nest,
 				   BK_RX_NEST_MAX);
@@ -207,5 +211,79 @@ int bk_rx_check(const char *pattern, char *err, size_t errlen)
 		return bk_fail_buf(err, errlen, -E2BIG,
 				   "the pattern expands to %s%llu positions once its repetitions are copied out (at most %d)",
 				   c.size >= CAP ? "more than " : "", (unsigned long long)c.size, BK_RX_SIZE_MAX);
+	return 0;
+}
+
+static bool hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+static bool hexes(const char *p, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!hex(p[i]))
+			return false;
+	return true;
+}
+
+int bk_rx_translate(const char *py, char *out, size_t outlen)
+{
+	size_t o = 0;
+	bool cls = false;
+#define PUT(c)                                  \
+	do {                                    \
+		if (o + 1 >= outlen)            \
+			return -E2BIG;          \
+		out[o++] = (c);                 \
+	} while (0)
+	for (const char *p = py; *p; p++) {
+		if (*p == '\\' && p[1]) {
+			char e = p[1];
+			int nh = e == 'u' ? 4 : e == 'U' ? 8 : 0;
+			if (nh && hexes(p + 2, nh)) {
+				/* \uXXXX, \UXXXXXXXX: \x{...} */
+				PUT('\\');
+				PUT('x');
+				PUT('{');
+				for (int i = 0; i < nh; i++)
+					PUT(p[2 + i]);
+				PUT('}');
+				p += 1 + nh;
+				continue;
+			}
+			PUT('\\');
+			PUT(!cls && e == 'Z' ? 'z' : e); /* Python's \Z is PCRE2's \z */
+			p++;
+			continue;
+		}
+		if (cls) {
+			if (*p == ']')
+				cls = false;
+			PUT(*p);
+			continue;
+		}
+		if (*p == '[') {
+			cls = true;
+			PUT(*p);
+			/* "[]" and "[^]" start with a literal ']' */
+			if (p[1] == '^')
+				PUT(*++p);
+			if (p[1] == ']')
+				PUT(*++p);
+			continue;
+		}
+		if (*p == '{' && p[1] == ',') {
+			/* Python's {,n} is {0,n} (PCRE2 10.42 reads "{," literally) */
+			const char *q = p + 2;
+			while (*q >= '0' && *q <= '9')
+				q++;
+			if (q > p + 2 && *q == '}') {
+				PUT('{');
+				PUT('0');
+				continue;
+			}
+		}
+		PUT(*p);
+	}
+#undef PUT
+	out[o] = '\0';
 	return 0;
 }

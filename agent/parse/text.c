@@ -158,3 +158,28 @@ char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecr
 {
 	return bk_redact_named(buf, len, secrets, NULL, nsecrets, tail_partial);
 }
+
+bool bk_utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	for (size_t i = 0; i < n;) {
+		size_t l = utf8_seq_len(p + i, n - i);
+		if (!l)
+			return false;
+		i += l;
+	}
+	return true;
+}
+
+size_t bk_utf8_chars_prefix(const char *s, size_t n, size_t chars, size_t *count)
+{
+	size_t i = 0, c = 0;
+	for (; i < n && c < chars; c++) {
+		i++;
+		while (i < n && ((unsigned char)s[i] & 0xc0) == 0x80)
+			i++;
+	}
+	if (count)
+		*count = c;
+	return i;
+}

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Byte-level text helpers for untrusted output (fuzzed). */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Copy n bytes into a new NUL-terminated buffer, replacing every invalid
@@ -20,3 +21,13 @@ char *bk_redact(char *buf, size_t *len, const char *const *secrets, size_t nsecr
  * (the reference sidecar's scrub), or "[REDACTED]" when names is NULL. */
 char *bk_redact_named(char *buf, size_t *len, const char *const *secrets, const char *const *names, size_t nsecrets,
 		      int tail_partial);
+
+/* Whether s[0..n) is valid UTF-8 (no overlong forms, surrogates or code
+ * points beyond U+10FFFF) without NUL bytes: what Python's strict UTF-8
+ * decoding accepts, NUL aside. */
+bool bk_utf8_valid(const char *s, size_t n);
+
+/* The bytes of the first `chars` characters of the UTF-8 text s[0..n)
+ * (continuation bytes belong to their lead byte); *count, when set, gets
+ * the characters counted (fewer than chars when s is shorter). */
+size_t bk_utf8_chars_prefix(const char *s, size_t n, size_t chars, size_t *count);

@@ -10,6 +10,7 @@ const struct bk_vroot_info bk_vroots[BK_VROOT_N] = {
 	[BK_VROOT_UPLOADS] = { "/mnt/user-data/uploads", false },
 	[BK_VROOT_SKILLS] = { "/mnt/skills", false },
 	[BK_VROOT_TMP] = { "/tmp", true },
+	[BK_VROOT_MNT] = { "/mnt", false },
 };
 
 /* The roots as component lists (no overlap between roots: none is a prefix
@@ -20,6 +21,7 @@ static const char *const root_comps[BK_VROOT_N][4] = {
 	[BK_VROOT_UPLOADS] = { "mnt", "user-data", "uploads", NULL },
 	[BK_VROOT_SKILLS] = { "mnt", "skills", NULL },
 	[BK_VROOT_TMP] = { "tmp", NULL },
+	[BK_VROOT_MNT] = { "mnt", NULL },
 };
 
 struct comp {
@@ -30,11 +32,13 @@ struct comp {
 static bool comp_is(const struct comp *c, const char *s) { return c->n == strlen(s) && memcmp(c->p, s, c->n) == 0; }
 
 /* Which roots still agree with the first depth components of the stack. */
-static int match_roots(const struct comp *stack, size_t depth, bool alive[BK_VROOT_N])
+static int match_roots(const struct comp *stack, size_t depth, unsigned allowed, bool alive[BK_VROOT_N])
 {
 	int full = -1;
 	for (int r = 0; r < BK_VROOT_N; r++) {
-		alive[r] = true;
+		alive[r] = allowed & (1u << r);
+		if (!alive[r])
+			continue;
 		size_t k = 0;
 		for (; k < depth; k++)
 			if (!root_comps[r][k] || !comp_is(&stack[k], root_comps[r][k])) {
@@ -47,26 +51,19 @@ static int match_roots(const struct comp *stack, size_t depth, bool alive[BK_VRO
 	return full;
 }
 
-int bk_vpath_parse(const char *in, size_t len, struct bk_vpath *out)
+/* A request path after the reference's mapping: at most this long. */
+#define NORM_MAX (BK_VPATH_MAX + 32)
+
+/* The component parse of a normalised absolute path against the roots in
+ * allowed (a bit per enum bk_vroot). */
+static int parse_abs(const char *in, size_t len, unsigned allowed, struct bk_vpath *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!in || len == 0)
-		return -EINVAL;
-	if (len > BK_VPATH_MAX)
-		return -ENAMETOOLONG;
-	if (memchr(in, '\0', len))
-		return -EILSEQ;
-	/* at most one component per two bytes, plus the implicit workspace */
-	struct comp stack[BK_VPATH_MAX / 2 + 2];
+	/* at most one component per two bytes */
+	struct comp stack[NORM_MAX / 2 + 2];
 	size_t depth = 0;
 	int root = -1;
 	size_t root_depth = 0;
-	bool relative = in[0] != '/';
-	if (relative) {
-		stack[depth++] = (struct comp){ "workspace", 9 };
-		root = BK_VROOT_WORKSPACE;
-		root_depth = 1;
-	}
 	size_t i = 0;
 	while (i < len) {
 		while (i < len && in[i] == '/')
@@ -91,7 +88,7 @@ int bk_vpath_parse(const char *in, size_t len, struct bk_vpath *out)
 		stack[depth++] = c;
 		if (root < 0) {
 			bool alive[BK_VROOT_N];
-			int full = match_roots(stack, depth, alive);
+			int full = match_roots(stack, depth, allowed, alive);
 			if (full >= 0) {
 				root = full;
 				root_depth = depth;
@@ -130,6 +127,143 @@ int bk_vpath_parse(const char *in, size_t len, struct bk_vpath *out)
 		return -ENAMETOOLONG;
 	return 0;
 }
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* "/uploads", "/uploads/x" (alias of root r): the suffix after it ("" or
+ * "x..."), or NULL. */
+static const char *alias(const char *s, size_t n, const char *name, size_t *sfx)
+{
+	size_t l = strlen(name);
+	if (n < l || memcmp(s, name, l) != 0 || (n > l && s[l] != '/'))
+		return NULL;
+	const char *p = s + l;
+	while (p < s + n && *p == '/')
+		p++;
+	*sfx = n - (size_t)(p - s);
+	return p;
+}
+
+/* The reference's mapping of a request path (sidecar_paths.py
+ * _normalize_input_path) into out: surrounding white space dropped, '\\'
+ * read as '/', "/" and the relative "", ".", "workspace" are /workspace,
+ * other relative paths are below /workspace (one leading "workspace/" and
+ * any "./" dropped), /uploads, /outputs, /skills are aliases of their
+ * /mnt roots. */
+static int normalize(const char *in, size_t len, char out[NORM_MAX + 1], size_t *outlen)
+{
+	if (!in)
+		return -EINVAL;
+	if (len > BK_VPATH_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(in, '\0', len))
+		return -EILSEQ;
+	while (len && is_space(in[0]))
+		in++, len--;
+	while (len && is_space(in[len - 1]))
+		len--;
+	if (len == 0)
+		return -EINVAL;
+	char raw[BK_VPATH_MAX + 1];
+	for (size_t i = 0; i < len; i++)
+		raw[i] = in[i] == '\\' ? '/' : in[i];
+	raw[len] = '\0';
+	const char *pre = "", *sep = "", *rest = raw;
+	size_t rl = len;
+	if (streq(raw, "/")) {
+		pre = "/workspace", rl = 0;
+	} else if (raw[0] != '/') {
+		pre = "/workspace/";
+		if (streq(raw, "workspace") || streq(raw, ".")) {
+			rl = 0;
+		} else {
+			if (strncmp(rest, "workspace/", 10) == 0)
+				rest += 10, rl -= 10;
+			while (strncmp(rest, "./", 2) == 0)
+				rest += 2, rl -= 2;
+		}
+	} else {
+		static const char *const al[][2] = { { "/uploads", "/mnt/user-data/uploads" },
+						      { "/outputs", "/mnt/user-data/outputs" },
+						      { "/skills", "/mnt/skills" } };
+		for (size_t k = 0; k < ARRAY_SIZE(al); k++) {
+			size_t sl;
+			const char *sfx = alias(raw, len, al[k][0], &sl);
+			if (sfx) {
+				pre = al[k][1];
+				sep = sl ? "/" : "";
+				rest = sfx;
+				rl = sl;
+				break;
+			}
+		}
+	}
+	int w = snprintf(out, NORM_MAX + 1, "%s%s%.*s", pre, sep, (int)rl, rest);
+	if (w < 0 || w > NORM_MAX)
+		return -ENAMETOOLONG;
+	*outlen = (size_t)w;
+	return 0;
+}
+
+#define TYPED_ROOTS ((1u << BK_VROOT_WORKSPACE) | (1u << BK_VROOT_OUTPUTS) | (1u << BK_VROOT_UPLOADS) | \
+		     (1u << BK_VROOT_SKILLS) | (1u << BK_VROOT_TMP))
+
+/* The /mnt hierarchy, for what no typed root took: "/mnt/x/../skills"
+ * still lands in the skills root (its own mount, which a walk from /mnt
+ * would not cross). */
+static int parse_mnt(const char *in, size_t len, struct bk_vpath *out)
+{
+	int r = parse_abs(in, len, 1u << BK_VROOT_MNT, out);
+	if (r < 0)
+		return r;
+	struct bk_vpath t;
+	if (parse_abs(out->abs, strlen(out->abs), TYPED_ROOTS, &t) == 0) {
+		t.trailing_slash = out->trailing_slash;
+		*out = t;
+	}
+	return 0;
+}
+
+int bk_vpath_parse(const char *in, size_t len, struct bk_vpath *out)
+{
+	char buf[NORM_MAX + 1];
+	size_t n;
+	memset(out, 0, sizeof(*out));
+	int r = normalize(in, len, buf, &n);
+	return r < 0 ? r : parse_abs(buf, n, TYPED_ROOTS, out);
+}
+
+int bk_vpath_parse_abs(const char *in, size_t len, bool mnt, struct bk_vpath *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!in || len == 0)
+		return -EINVAL;
+	if (len > BK_VPATH_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(in, '\0', len))
+		return -EILSEQ;
+	if (in[0] != '/')
+		return -EPERM;
+	int r = parse_abs(in, len, TYPED_ROOTS, out);
+	if (r == -EPERM && mnt)
+		r = parse_mnt(in, len, out);
+	return r;
+}
+
+int bk_vpath_parse_ls(const char *in, size_t len, struct bk_vpath *out)
+{
+	char buf[NORM_MAX + 1];
+	size_t n;
+	memset(out, 0, sizeof(*out));
+	int r = normalize(in, len, buf, &n);
+	if (r < 0)
+		return r;
+	r = parse_abs(buf, n, TYPED_ROOTS, out);
+	if (r == -EPERM) /* not in a typed root: the /mnt hierarchy itself */
+		r = parse_mnt(buf, n, out);
+	return r;
+}
+
 
 int bk_vpath_split(const char *rel, char *dir, size_t dirlen, const char **base)
 {
@@ -216,18 +350,21 @@ int bk_glob_check(const char *pattern)
 
 #define GLOB_PATH_SEGS 128
 
-bool bk_glob_match(const char *pattern, const char *path)
+/* py: pathlib's rules (a leading '.' is matched by wildcards, "**" enters
+ * hidden directories, '\\' is a plain character); else fnmatch(3) with
+ * FNM_PERIOD and "**" not entering hidden directories. */
+static bool glob_match(const char *pattern, const char *path, bool py)
 {
-	char pbuf[BK_GLOB_MAX + 1], sbuf[BK_VPATH_MAX + 1];
-	const char *ps[BK_GLOB_SEGS], *ss[GLOB_PATH_SEGS];
-	int np = split_segs(pattern, pbuf, sizeof(pbuf), ps, BK_GLOB_SEGS);
+	char pbuf[BK_GLOB_MAX + 4], sbuf[BK_VPATH_MAX + 1];
+	const char *ps[BK_GLOB_SEGS + 1], *ss[GLOB_PATH_SEGS];
+	int np = split_segs(pattern, pbuf, sizeof(pbuf), ps, BK_GLOB_SEGS + 1);
 	int ns = split_segs(path, sbuf, sizeof(sbuf), ss, GLOB_PATH_SEGS);
 	if (np <= 0 || ns < 0)
 		return false;
 	/* dp[i][j]: pattern segments i.. match path segments j.. ; filled
 	 * backwards, O(np * ns) fnmatch calls, no exponential backtracking
 	 * over "**" */
-	static _Thread_local bool dp[BK_GLOB_SEGS + 1][GLOB_PATH_SEGS + 1];
+	static _Thread_local bool dp[BK_GLOB_SEGS + 2][GLOB_PATH_SEGS + 1];
 	for (int i = np; i >= 0; i--)
 		for (int j = ns; j >= 0; j--) {
 			bool m;
@@ -235,12 +372,31 @@ bool bk_glob_match(const char *pattern, const char *path)
 				m = j == ns;
 			else if (streq(ps[i], "**"))
 				/* zero directories, or one more (not a hidden one) */
-				m = dp[i + 1][j] || (j < ns && ss[j][0] != '.' && dp[i][j + 1]);
+				m = dp[i + 1][j] || (j < ns && (py || ss[j][0] != '.') && dp[i][j + 1]);
 			else
-				m = j < ns && dp[i + 1][j + 1] && fnmatch(ps[i], ss[j], FNM_PERIOD) == 0;
+				m = j < ns && dp[i + 1][j + 1] &&
+				    fnmatch(ps[i], ss[j], py ? FNM_NOESCAPE : FNM_PERIOD) == 0;
 			dp[i][j] = m;
 		}
 	return dp[0][0];
+}
+
+bool bk_glob_match(const char *pattern, const char *path) { return glob_match(pattern, path, false); }
+
+bool bk_glob_match_rglob(const char *pattern, const char *path)
+{
+	/* rglob(p) is glob("** / p"): the pattern matches the path's last
+	 * segments; a pattern ending in "**" names directories only */
+	size_t l = strlen(pattern);
+	while (l && pattern[l - 1] == '/')
+		l--;
+	if (l >= 2 && pattern[l - 1] == '*' && pattern[l - 2] == '*' && (l == 2 || pattern[l - 3] == '/'))
+		return false;
+	char full[BK_GLOB_MAX + 4];
+	int w = snprintf(full, sizeof(full), "**/%s", pattern);
+	if (w < 0 || (size_t)w >= sizeof(full))
+		return false;
+	return glob_match(full, path, true);
 }
 
 bool bk_glob_deeper(const char *pattern, int depth)

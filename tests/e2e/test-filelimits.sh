@@ -3,8 +3,9 @@
 # outside the pod's limits"): every helper runs in its own cgroup below the
 # pod's (v2, and the v1 pids/memory hierarchies on a hybrid host) under
 # RLIMIT_AS and RLIMIT_CPU; regex bombs are refused up front (422
-# pattern_too_complex) within a bounded time; a pattern within the bounds
-# that still burns CPU is stopped by the helper's limits; a huge glob and
+# pattern_too_complex) within a bounded time; backtracking stops at PCRE2's
+# match limit; a pattern within the bounds that still burns CPU is stopped
+# by the helper's work budget or limits; a huge glob and
 # a walk of a directory thousands of levels deep are answered; the agent's
 # own memory does not move; no helper cgroup is left; a helper cgroup that
 # cannot be made refuses the file op naming the layer.
@@ -75,6 +76,10 @@ os.makedirs("/workspace/bomb", exist_ok=True)
 open("/workspace/bomb/a.txt", "w").write(("a" * 60 + "\n") * 50)
 random.seed(1)
 open("/workspace/bomb/ab.txt", "w").write("".join(random.choice("ab") for _ in range(300000)) + "\n")
+# (x+x+)+y backtracks on each line: ~2^16 steps here (under the match
+# limit, so the helper keeps going line after line), past the limit there
+open("/workspace/bomb/slow.txt", "w").write(("x" * 16 + "!y\n") * 4000)
+open("/workspace/bomb/bt.txt", "w").write("x" * 30 + "!y\n")
 for i in range(40):
     for j in range(40):
         d = "/workspace/wide/d%02d/e%02d" % (i, j)
@@ -95,7 +100,7 @@ PEAK0=$(agent_peak)
 # --- regex bombs: refused up front, fast -----------------------------------------
 BOMB_MS=$(scaled_ms 3000)
 for p in '(((a{1,255}){1,255}){1,255})' '((a{1,100}){1,100}){1,100}' '(a?){30000}' '(.{0,2000}){1,200}' \
-	'((((a*)*)*)*)*b' '(a*)*\1'; do
+	'((((a*)*)*)*)*b'; do
 	t0=$(date +%s%N)
 	req grep "$(jq -cn --arg p "$p" '{pattern: $p, path: "/workspace/bomb"}')"
 	took=$(ms "$t0")
@@ -104,14 +109,27 @@ for p in '(((a{1,255}){1,255}){1,255})' '((a{1,100}){1,100}){1,100}' '(a?){30000
 done
 req grep '{"pattern":"a{1,60}","path":"/workspace/bomb/a.txt","max_matches":3}'
 check "an ordinary bounded pattern still matches" test "$(st) $(b '.matches | length')" = "200 3"
+# Python's re allows backreferences; PCRE2's match limits bound them
+t0=$(date +%s%N)
+req grep '{"pattern":"(a*)*\\1b","path":"/workspace/bomb/a.txt"}'
+took=$(ms "$t0")
+check "grep (a*)*\\1b (a backreference): answered within $BOMB_MS ms (took $took ms; $(st))" \
+	sh -c "test '$(st)' = 200 && test $took -le $BOMB_MS"
+t0=$(date +%s%N)
+req grep '{"pattern":"(x+x+)+y","path":"/workspace/bomb/bt.txt"}'
+took=$(ms "$t0")
+check "grep (x+x+)+y: stopped at PCRE2's match limit within $BOMB_MS ms (took $took ms; $(st) truncated $(b .truncated))" \
+	sh -c "test '$(st) $(b .truncated)' = '200 true' && test $took -le $BOMB_MS && jq -e '.body.error | test(\"match limit\")' $T/r.json >/dev/null"
 
 # --- a pattern within the bounds that burns CPU: stopped by the helper's limits ---
-# (glibc's matcher takes minutes on this line; the helper's CPU limit is
-# 5 s, the agent's wall deadline 10 s: on a loaded machine the deadline may
-# come first, both are answered and leave nothing behind)
+# (each line costs ~20 ms under the match limit, 4000 of them more than a
+# minute: the helper's work budget stops the search at 4 s of CPU (200,
+# truncated); its CPU limit is 5 s, the agent's wall deadline 10 s: on a
+# loaded machine one of those may come first, all are answered and leave
+# nothing behind)
 CPU_MS=$(scaled_ms 14000)
 t0=$(date +%s%N)
-req grep '{"pattern":"(a|b)*a(a|b){12}c","path":"/workspace/bomb/ab.txt"}' &
+req grep '{"pattern":"(x+x+)+y","path":"/workspace/bomb/slow.txt"}' &
 GREP_PID=$!
 in_pod=no helper_cg=no
 for _ in $(seq 1 40); do
@@ -147,9 +165,10 @@ else
 fi
 wait "$GREP_PID"
 took=$(ms "$t0")
-got="$(st) $(b .code)"
+got="$(st) $(b .code) $(b .truncated)"
 check "CPU-burning pattern stopped by the helper's limits within $CPU_MS ms (took $took ms; got $got)" \
-	sh -c "test '$got' = '422 resource_limit' -o '$got' = '504 timeout' && test $took -le $CPU_MS"
+	sh -c "test '$got' = '200 null true' -o '$got' = '422 resource_limit null' -o '$got' = '504 timeout null' && test $took -le $CPU_MS"
+[ "$got" = "200 null true" ] && echo "# stopped by the helper's work budget: $(b '.matches | length') matches, truncated"
 [ "$got" = "422 resource_limit" ] && echo "# stopped by RLIMIT_CPU: $(b .detail)"
 [ "$got" = "504 timeout" ] && echo "# stopped by the wall deadline (a loaded machine): $(b .detail)"
 
@@ -186,7 +205,7 @@ check "no helper cgroup left in any hierarchy" gone_within 2 any_file_cgroups
 check "the agent is alive" kill -0 "$AGENT_PID"
 
 # --- an agent killed mid-op: its helper dies, the next agent removes its cgroup --
-req grep '{"pattern":"(a|b)*a(a|b){12}c","path":"/workspace/bomb/ab.txt"}' &
+req grep '{"pattern":"(x+x+)+y","path":"/workspace/bomb/slow.txt"}' &
 GREP_PID=$!
 for _ in $(seq 1 40); do sleep 0.1; [ -n "$(file_cgroups)" ] && break; done
 kill -KILL "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=

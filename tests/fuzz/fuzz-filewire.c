@@ -39,9 +39,9 @@ static void records(const uint8_t *d, size_t n)
 	CHECK(fuzz_terminated(r.code, sizeof(r.code)) && fuzz_terminated(r.detail, sizeof(r.detail)),
 	      "code/detail not terminated");
 	for (size_t i = 0; i < r.nentries; i++)
-		CHECK(r.entries[i].name && r.entries[i].type < BK_FILE_T_N, "entry %zu", i);
-	for (size_t i = 0; i < r.nmatches; i++)
-		CHECK(r.matches[i], "match %zu", i);
+		CHECK(r.entries[i].name && r.entries[i].type < BK_FILE_T_N && r.entries[i].mtime_nsec < 1000000000u,
+		      "entry %zu", i);
+	CHECK(!r.mime || !strncmp(r.mime, "image/", 6), "image MIME type %s", r.mime);
 	for (size_t i = 0; i < r.ngrep; i++)
 		CHECK(r.grep[i].path && r.grep[i].text, "grep match %zu", i);
 	for (size_t i = 0; i < r.nfiles; i++)

@@ -25,8 +25,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(r == 0 || r == -E2BIG, "bk_rx_check returned %d", r);
 	if (r == 0)
 		CHECK(c.size <= BK_RX_SIZE_MAX && c.nest <= BK_RX_NEST_MAX && c.groups <= BK_RX_GROUP_MAX &&
-			      c.backrefs == 0 && c.len <= BK_RX_LEN_MAX,
+			      c.len <= BK_RX_LEN_MAX,
 		      "accepted a pattern over a bound");
+	/* the translation to PCRE2 fits in 3 x the pattern and never grows
+	 * by more than half */
+	if (size <= BK_RX_LEN_MAX) {
+		char out[BK_RX_LEN_MAX * 3 + 16];
+		CHECK(bk_rx_translate(p, out, sizeof(out)) == 0, "translation did not fit");
+		CHECK(strlen(out) <= strlen(p) + strlen(p) / 2 + 1, "translation grew from %zu to %zu", strlen(p), strlen(out));
+	}
 	free(p);
 	return 0;
 }

@@ -2,6 +2,8 @@
 /* Fuzz the output helpers of agent/text.c, which see whatever a sandboxed
  * command prints:
  *
+ *  - bk_utf8_valid (the strict check of /view) against the table below,
+ *    and bk_utf8_chars_prefix (its cut) on the sanitized text;
  *  - bk_utf8_sanitize on the whole input: the result must be valid UTF-8
  *    (checked by a validator written here from the Unicode well-formed
  *    byte-sequence table, not by decoding), without NUL, and equal to the
@@ -81,6 +83,13 @@ static void check_sanitize(const uint8_t *data, size_t size)
 	CHECK(utf8_valid((const unsigned char *)out, ol), "result is not valid UTF-8");
 	if (!memchr(data, '\0', size) && utf8_valid(data, size))
 		CHECK(ol == size && !memcmp(out, data, size), "valid UTF-8 input was changed");
+	/* /view's strict check agrees with the table (NUL refused) */
+	CHECK(bk_utf8_valid((const char *)data, size) == (!memchr(data, '\0', size) && utf8_valid(data, size)),
+	      "bk_utf8_valid disagrees with the table");
+	/* /view's cut: a prefix on a character boundary of the sanitized text */
+	size_t nch, cut = bk_utf8_chars_prefix(out, ol, size % 97, &nch);
+	CHECK(cut <= ol && nch <= size % 97 && (cut == ol || nch == size % 97), "cut %zu of %zu, %zu chars", cut, ol, nch);
+	CHECK(utf8_valid((const unsigned char *)out, cut), "the cut splits a character");
 	/* a second pass changes nothing */
 	size_t ol2;
 	char *out2 = bk_utf8_sanitize(out, ol, &ol2);

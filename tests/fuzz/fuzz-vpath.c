@@ -32,10 +32,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t rl = strlen(bk_vroots[v.root].path);
 		CHECK(strncmp(v.abs, bk_vroots[v.root].path, rl) == 0 && (v.abs[rl] == '\0' || v.abs[rl] == '/'),
 		      "abs \"%s\" is not under its root %s", v.abs, bk_vroots[v.root].path);
-		/* parsing the normalised form again gives the same answer */
+		/* the normalised form, as the file helper reads it, gives the same answer */
 		struct bk_vpath w;
-		CHECK(bk_vpath_parse(v.abs, strlen(v.abs), &w) == 0 && w.root == v.root && !strcmp(w.rel, v.rel),
+		CHECK(bk_vpath_parse_abs(v.abs, strlen(v.abs), false, &w) == 0 && w.root == v.root && !strcmp(w.rel, v.rel),
 		      "normalised path \"%s\" does not parse to itself", v.abs);
+		CHECK(v.root != BK_VROOT_MNT, "a file route's path in the /mnt hierarchy: %s", v.abs);
+	}
+	/* /ls: the same, plus the /mnt hierarchy, never anywhere else */
+	struct bk_vpath l;
+	e = bk_vpath_parse_ls(in, size, &l);
+	if (e == 0) {
+		size_t rl = strlen(bk_vroots[l.root].path);
+		CHECK(strncmp(l.abs, bk_vroots[l.root].path, rl) == 0 && (l.abs[rl] == '\0' || l.abs[rl] == '/'),
+		      "ls abs \"%s\" is not under its root", l.abs);
+		CHECK(!l.writable || l.root != BK_VROOT_MNT, "a writable /mnt");
+		struct bk_vpath w;
+		CHECK(bk_vpath_parse_abs(l.abs, strlen(l.abs), true, &w) == 0 && w.root == l.root && !strcmp(w.rel, l.rel),
+		      "ls path \"%s\" does not parse to itself", l.abs);
 	}
 	/* glob: split the input into pattern and path at the first NUL-free tab */
 	char *copy = malloc(size + 1);
@@ -47,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			*tab = '\0';
 			if (bk_glob_check(copy) == 0) {
 				(void)bk_glob_match(copy, tab + 1);
+				(void)bk_glob_match_rglob(copy, tab + 1);
 				(void)bk_glob_deeper(copy, 3);
 				char base[4200];
 				(void)bk_glob_split_abs(copy, base, sizeof(base));

@@ -68,7 +68,7 @@ libs_of() {
 	cgroup | state | config) echo -lcjson ;;
 	shimframe) echo -Isidecar-shim -lcjson ;;
 	filewire) echo $(pkg-config --cflags libbpf libmnl libcjson) ;;
-	api) echo -Ibuild -DBK_VERSION=\"fuzz\" $(pkg-config --cflags --libs libbpf libmnl libmicrohttpd libcjson openssl) -lpthread ;;
+	api) echo -Ibuild -DBK_VERSION=\"fuzz\" $(pkg-config --cflags --libs libbpf libmnl libmicrohttpd libcjson openssl libpcre2-8) -lpthread ;;
 	esac
 }
 

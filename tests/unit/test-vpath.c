@@ -32,12 +32,27 @@ static const struct pcase cases[] = {
 	OK("./a//b/./c", BK_VROOT_WORKSPACE, "a/b/c", "/workspace/a/b/c", true),
 	OK("a/b/../c", BK_VROOT_WORKSPACE, "a/c", "/workspace/a/c", true),
 	OK("a/..", BK_VROOT_WORKSPACE, ".", "/workspace", true),
-	OK("workspace/x", BK_VROOT_WORKSPACE, "workspace/x", "/workspace/workspace/x", true),
+	/* the reference's mapping (sidecar_paths.py _normalize_input_path) */
+	OK("workspace/x", BK_VROOT_WORKSPACE, "x", "/workspace/x", true),
+	OK("workspace/workspace/x", BK_VROOT_WORKSPACE, "workspace/x", "/workspace/workspace/x", true),
+	OK("workspace", BK_VROOT_WORKSPACE, ".", "/workspace", true),
+	OK("/", BK_VROOT_WORKSPACE, ".", "/workspace", true),
+	OK("  a.txt \n", BK_VROOT_WORKSPACE, "a.txt", "/workspace/a.txt", true),
+	OK("/outputs/r.pdf", BK_VROOT_OUTPUTS, "r.pdf", "/mnt/user-data/outputs/r.pdf", true),
+	OK("/outputs", BK_VROOT_OUTPUTS, ".", "/mnt/user-data/outputs", true),
+	OK("/uploads/in.csv", BK_VROOT_UPLOADS, "in.csv", "/mnt/user-data/uploads/in.csv", false),
+	OK("/skills/pdf/SKILL.md", BK_VROOT_SKILLS, "pdf/SKILL.md", "/mnt/skills/pdf/SKILL.md", false),
+	OK("/outputs//a", BK_VROOT_OUTPUTS, "a", "/mnt/user-data/outputs/a", true),
+	OK("\\workspace\\a", BK_VROOT_WORKSPACE, "a", "/workspace/a", true),
+	BAD("/outputsx/a", -EPERM),
+	BAD("/outputs/../../etc", -EPERM),
+	BAD("/skills/../../etc", -EPERM),
+	BAD("   ", -EINVAL),
 	OK("%2e%2e/etc/passwd", BK_VROOT_WORKSPACE, "%2e%2e/etc/passwd", "/workspace/%2e%2e/etc/passwd", true),
 	OK("..%2fetc", BK_VROOT_WORKSPACE, "..%2fetc", "/workspace/..%2fetc", true),
 	OK("...", BK_VROOT_WORKSPACE, "...", "/workspace/...", true),
 	OK("..a/b..", BK_VROOT_WORKSPACE, "..a/b..", "/workspace/..a/b..", true),
-	OK("a\\..\\..\\etc", BK_VROOT_WORKSPACE, "a\\..\\..\\etc", "/workspace/a\\..\\..\\etc", true),
+	BAD("a\\..\\..\\etc", -EPERM), /* '\\' is '/' */
 	OK("~/x", BK_VROOT_WORKSPACE, "~/x", "/workspace/~/x", true),
 	/* absolute paths under each root */
 	OK("/workspace", BK_VROOT_WORKSPACE, ".", "/workspace", true),
@@ -65,8 +80,7 @@ static const struct pcase cases[] = {
 	BAD("/../workspace/x", -EPERM),
 	BAD("/etc/passwd", -EPERM),
 	BAD("/etc/shadow", -EPERM),
-	BAD("/", -EPERM),
-	BAD("//", -EPERM),
+	BAD("//", -EPERM), /* only "/" itself is the workspace, as in the reference */
 	BAD("/mnt", -EPERM),
 	BAD("/mnt/user-data", -EPERM),
 	BAD("/mnt/user-data/other", -EPERM),
@@ -267,10 +281,55 @@ static void mime(void **state)
 	assert_string_equal(bk_mime_type("x."), "application/octet-stream");
 }
 
+/* /ls may list the /mnt hierarchy (the reference's _ls_allowed_roots). */
+static void ls_paths(void **state)
+{
+	struct bk_vpath vp;
+	assert_int_equal(bk_vpath_parse_ls("/mnt", 4, &vp), 0);
+	assert_int_equal(vp.root, BK_VROOT_MNT);
+	assert_string_equal(vp.abs, "/mnt");
+	assert_false(vp.writable);
+	assert_int_equal(bk_vpath_parse_ls("/mnt/user-data", 14, &vp), 0);
+	assert_int_equal(vp.root, BK_VROOT_MNT);
+	assert_string_equal(vp.rel, "user-data");
+	assert_int_equal(bk_vpath_parse_ls("/mnt/skills/x", 13, &vp), 0);
+	assert_int_equal(vp.root, BK_VROOT_SKILLS);
+	assert_int_equal(bk_vpath_parse_ls("/", 1, &vp), 0);
+	assert_int_equal(vp.root, BK_VROOT_WORKSPACE);
+	assert_int_equal(bk_vpath_parse_ls("/mnt/..", 7, &vp), -EPERM);
+	assert_int_equal(bk_vpath_parse_ls("/etc", 4, &vp), -EPERM);
+	assert_int_equal(bk_vpath_parse("/mnt", 4, &vp), -EPERM);
+	/* the real-path parse: no mapping, no aliases */
+	assert_int_equal(bk_vpath_parse_abs("/outputs/x", 10, false, &vp), -EPERM);
+	assert_int_equal(bk_vpath_parse_abs("/", 1, false, &vp), -EPERM);
+	assert_int_equal(bk_vpath_parse_abs("x", 1, false, &vp), -EPERM);
+	assert_int_equal(bk_vpath_parse_abs("/workspace/ x ", 14, false, &vp), 0);
+	assert_string_equal(vp.rel, " x ");
+	assert_int_equal(bk_vpath_parse_abs("/mnt/x", 6, true, &vp), 0);
+	assert_int_equal(vp.root, BK_VROOT_MNT);
+	assert_int_equal(bk_vpath_parse_abs("/mnt/x", 6, false, &vp), -EPERM);
+}
+
+/* Path.rglob(pattern), as the reference's /glob. */
+static void rglob_match(void **state)
+{
+	assert_true(bk_glob_match_rglob("*.py", "a.py"));
+	assert_true(bk_glob_match_rglob("*.py", "src/deep/a.py"));
+	assert_true(bk_glob_match_rglob("*.py", ".hidden.py"));
+	assert_true(bk_glob_match_rglob("*.py", ".git/a.py"));
+	assert_true(bk_glob_match_rglob("src/*.py", "x/src/a.py"));
+	assert_false(bk_glob_match_rglob("src/*.py", "src/x/a.py"));
+	assert_true(bk_glob_match_rglob("**/*.c", "a/b/c.c"));
+	assert_false(bk_glob_match_rglob("**", "a/b"));
+	assert_false(bk_glob_match_rglob("a/**", "a/b"));
+	assert_true(bk_glob_match_rglob("a\\b", "a\\b")); /* '\\' is literal */
+	assert_false(bk_glob_match_rglob("*.py", "a.pyc"));
+}
+
 int main(void)
 {
 	size_t n = ARRAY_SIZE(cases);
-	struct CMUnitTest *t = calloc(n + 8, sizeof(*t));
+	struct CMUnitTest *t = calloc(n + 10, sizeof(*t));
 	if (!t)
 		return 1;
 	for (size_t i = 0; i < n; i++) {
@@ -281,7 +340,7 @@ int main(void)
 	const struct CMUnitTest more[] = {
 		cmocka_unit_test(long_paths), cmocka_unit_test(trailing_slash), cmocka_unit_test(split_join),
 		cmocka_unit_test(glob_check), cmocka_unit_test(glob_match),	cmocka_unit_test(glob_split),
-		cmocka_unit_test(mime),
+		cmocka_unit_test(mime),		cmocka_unit_test(ls_paths),	cmocka_unit_test(rglob_match),
 	};
 	memcpy(t + n, more, sizeof(more));
 	int r = _cmocka_run_group_tests("vpath", t, n + ARRAY_SIZE(more), NULL, NULL);
