@@ -6,6 +6,7 @@ containerd up. Output: TAP lines `ok - `, `not ok - `, `skip - `.
 Environment: L (lane dir), BK_BIN, CRI_SOCK, CRI_MGR_NS, CRI_UID_PREFIX.
 """
 import base64
+import glob
 import json
 import os
 import subprocess
@@ -28,6 +29,8 @@ PREFIX = os.environ.get("CRI_UID_PREFIX", "b0c41a7e")
 RUNC_ROOT = "/run/containerd/runc/k8s.io"
 CTL = os.path.join(BK_BIN, "boxkitectl")
 AGENT_SOCK = "/run/boxkite/agent.sock"
+BPFFS = "/sys/fs/bpf/boxkite"
+STATE_DIR = "/run/boxkite/state"
 
 counts = {"ok": 0, "not ok": 0, "skip": 0}
 
@@ -88,6 +91,148 @@ def agent_call(as_pid, op, args=None):
         return json.loads(r.stdout)
     except ValueError:
         return {"status": None, "raw": r.stdout + r.stderr}
+
+
+def v2_root():
+    """Where the unified (v2) hierarchy is mounted: /sys/fs/cgroup/unified on
+    a hybrid host, /sys/fs/cgroup on a pure-v2 one."""
+    for line in open("/proc/self/mountinfo"):
+        pre, post = line.split(" - ", 1)
+        mp = pre.split()[4]
+        if post.split()[0] == "cgroup2" and mp.startswith("/sys/fs/cgroup"):
+            return mp
+    return "/sys/fs/cgroup"
+
+
+def exec_cgroup_dirs(pod_uid, exec_id="*"):
+    """An exec's cgroup directories in every hierarchy (v2 and each v1)."""
+    out = set()
+    for pat in (f"/sys/fs/cgroup/kubepods/*/pod{pod_uid}/**/boxkite-exec-{exec_id}",
+                f"/sys/fs/cgroup/*/kubepods/*/pod{pod_uid}/**/boxkite-exec-{exec_id}"):
+        out.update(d for d in glob.glob(pat, recursive=True) if os.path.isdir(d))
+    return sorted(out)
+
+
+def bpftool_json(*argv):
+    r = subprocess.run(["bpftool", "-j"] + list(argv), capture_output=True, text=True)
+    try:
+        return json.loads(r.stdout or "[]")
+    except ValueError:
+        return []
+
+
+def cgroup_links(cgid):
+    """Ids of the BPF links attached to the cgroup with id CGID (the kernel's)."""
+    return sorted(x["id"] for x in bpftool_json("link", "show")
+                  if x.get("type") == "cgroup" and x.get("cgroup_id") == cgid)
+
+
+def policy_maps_with(cgid):
+    """Ids of the bk_policy maps (any agent's) holding an entry for CGID."""
+    out = []
+    for m in bpftool_json("map", "show"):
+        if m.get("name") != "bk_policy":
+            continue
+        for e in bpftool_json("map", "dump", "id", str(m["id"])):
+            k = e.get("formatted", {}).get("key") if "formatted" in e else \
+                int.from_bytes(bytes(int(b, 16) for b in e.get("key", [])), "little")
+            if k == cgid:
+                out.append(m["id"])
+                break
+    return out
+
+
+def netns_holders(ns):
+    """What still holds the network namespace NS ("net:[inode]"): processes
+    in it, open descriptors to it, nsfs bind mounts of it. The kernel
+    reuses namespace inode numbers: a fresh netns the new agent keeps ready
+    (its pool, held by descriptors) may get the freed number, so the
+    agent's own descriptors are not counted."""
+    out = []
+    ino = ns[len("net:["):-1]
+    for p in glob.glob("/proc/[0-9]*"):
+        try:
+            if os.readlink(p + "/ns/net") == ns:
+                out.append("pid " + p[6:])
+                continue
+            if os.path.basename(os.readlink(p + "/exe")) == "boxkite-agent":
+                continue
+            for fd in os.listdir(p + "/fd"):
+                if os.readlink(f"{p}/fd/{fd}") == ns:
+                    out.append(f"fd {p[6:]}/{fd}")
+        except OSError:
+            pass
+    for line in open("/proc/self/mountinfo"):
+        f = line.split()
+        if f[3] == ns or (" - nsfs " in line and f[3].endswith(f"[{ino}]")):
+            out.append("mount " + f[4])
+    return out
+
+
+def exec_running(pod_uid, seconds=5, exclude=()):
+    """The facts of a running exec of POD_UID, read from the kernel: its
+    cgroups in every hierarchy, cgroup id, processes, netns, BPF links,
+    policy entry, link pins."""
+    t0 = time.time()
+    while time.time() - t0 < seconds:
+        for d in glob.glob(f"{v2_root()}/kubepods/*/pod{pod_uid}/**/boxkite-exec-*", recursive=True):
+            eid = os.path.basename(d)[len("boxkite-exec-"):]
+            if eid in exclude:
+                continue
+            try:
+                pids = open(d + "/cgroup.procs").read().split()
+                links = cgroup_links(os.stat(d).st_ino)
+                netns = os.readlink(f"/proc/{pids[0]}/ns/net") if pids else None
+                cmds = {p: open(f"/proc/{p}/cmdline").read() for p in pids}
+            except (OSError, IndexError):
+                continue
+            if pids and links:
+                cgid = os.stat(d).st_ino
+                return {"id": eid, "v2": d, "cgid": cgid, "dirs": exec_cgroup_dirs(pod_uid, eid),
+                        "procs": cmds, "netns": netns, "links": links, "policy": policy_maps_with(cgid),
+                        "pins": os.path.join(BPFFS, "exec-" + eid), "pod": pod_uid}
+        time.sleep(0.05)
+    return None
+
+
+def exec_left(ex):
+    """What is left of the exec EX (from exec_running): [] when nothing."""
+    left = []
+    for p, cmd in ex["procs"].items():
+        try:
+            if open(f"/proc/{p}/cmdline").read() == cmd:
+                left.append(f"process {p} {cmd.replace(chr(0), ' ').strip()}")
+        except OSError:
+            pass
+    left += ["cgroup " + d for d in exec_cgroup_dirs(ex["pod"], ex["id"])]
+    live = {x["id"] for x in bpftool_json("link", "show")}
+    left += [f"link {i}" for i in ex["links"] if i in live]
+    left += [f"policy entry in map {m}" for m in policy_maps_with(ex["cgid"])]
+    if os.path.exists(ex["pins"]):
+        left.append("pins " + " ".join(os.listdir(ex["pins"])))
+    if ex["netns"]:
+        left += [ex["netns"] + " held by " + h for h in netns_holders(ex["netns"])]
+    return left
+
+
+def left_summary(left):
+    """exec_left's list, counted by kind, with the first of each kind."""
+    kinds = {}
+    for x in left:
+        k = "netns" if x.startswith("net:[") else x.split()[0]
+        kinds.setdefault(k, []).append(x)
+    return "left: " + "; ".join(f"{len(v)} {k} (e.g. {v[0][:90]})" for k, v in kinds.items())
+
+
+def left_within(seconds, ex):
+    """exec_left, polled: the agent's reaper unpins links only once the
+    kernel has released the exec's cgroup (~0.3 s period)."""
+    t0 = time.time()
+    while True:
+        left = exec_left(ex)
+        if not left or time.time() - t0 > seconds:
+            return left
+        time.sleep(0.1)
 
 
 class Lane:
@@ -175,7 +320,8 @@ class Lane:
             return {"_raw": r.stdout + r.stderr, "_rc": r.returncode}
 
     def agent_log(self):
-        p = os.path.join(self.agent.log_dir, "agent", "0.log")
+        attempt = self.agent.restarts.get("agent", 0)
+        p = os.path.join(self.agent.log_dir, "agent", f"{attempt}.log")
         try:
             return open(p).read()
         except OSError:
@@ -400,58 +546,89 @@ def lifecycle(lane, sb):
           sb.cid["shim"] != old and r.get("stdout") == "again\n" and b.get("pod_uid") == sb.uid,
           json.dumps(r)[:200] + json.dumps(b)[:200])
 
-    # agent killed -9, restarted via CRI: recovery
+    agent_recovery(lane, sb)
+    pod_stop(lane, sb)
+
+
+def agent_recovery(lane, sb):
+    """The agent container killed (-9) during a long exec and restarted
+    through CRI: the new agent recovers as in local mode
+    (tests/e2e/test-recovery.sh)."""
+    cri = lane.cri
     ag = lane.agent
+    res = {}
+
+    def longexec():
+        res["r"] = lane.api(sb, "/exec", {"command": "sleep 30; echo bk-orphan", "timeout": 40}, timeout=45)
+    th = threading.Thread(target=longexec)
+    th.start()
+    ex = exec_running(sb.uid)
+    check("long exec (sleep 30) running through the shim: processes, cgroups in every hierarchy, "
+          "BPF links, policy entry and pins seen in the kernel",
+          ex and ex["procs"] and ex["dirs"] and ex["links"] and ex["policy"] and os.path.isdir(ex["pins"]),
+          json.dumps(ex)[:400])
     apid = state(ag.cid["agent"])["init_process_pid"]
     os.kill(apid, 9)
     for _ in range(50):
         if cri.container_status(ag.cid["agent"]).state == 2:
             break
         time.sleep(0.1)
+    th.join(10)
+    r = res.get("r", {})
+    check("agent container killed -9 during the exec: the in-flight request ends with an error",
+          not th.is_alive() and r.get("exit_code") is None and json.dumps(r) != "{}", json.dumps(r)[:300])
+    if ex and os.environ.get("BK_CRI_BREAK") == "recovery":
+        # fault for showing the recovery checks can fail: the new agent
+        # starts without what recovery works from (state record, link pins)
+        for f in glob.glob(os.path.join(STATE_DIR, "execs", "*.json")):
+            os.unlink(f)
+        subprocess.run(["rm", "-rf", ex["pins"]])
+    early = exec_left(ex) if ex and os.environ.get("BK_CRI_BREAK") == "early" else None
     cri.remove(ag.cid["agent"])
-    ag.restarts["agent"] = 1
+    ag.restarts["agent"] = ag.restarts.get("agent", 0) + 1
     lane.start_container(ag, "agent")
+    t0 = time.time()
     ready, how = lane.agent_ready()
+    if not ex:
+        check("agent restarted via CRI: ready again", ready, str(how)[:200])
+        return
+    left = left_within(3, ex) if early is None else early
+    took = time.time() - t0
+    n = len(ex["dirs"])
+    check(f"agent restarted via CRI: it recovered the orphaned exec {ex['id'][:12]} ({took:.1f} s): "
+          f"processes killed, cgroups removed in all {n} hierarchies, {len(ex['links'])} BPF links, "
+          "policy entry, pins and netns gone", ready and not left, left_summary(left))
+    log = lane.agent_log()
+    rec = [x for x in log.splitlines() if '"recovered_exec"' in x and ex["id"] in x]
+    check("the new agent's log: recovered_exec naming the exec (action killed) and the recovery summary",
+          any('"action":"killed"' in x for x in rec) and '"recovery"' in log,
+          (rec[0] if rec else log[-400:])[:400])
     r = lane.api(sb, "/exec", {"command": "id -u"}) if ready else {}
-    check("agent killed -9 and restarted via CRI: ready again and /exec works", ready and r.get("stdout") == "1000\n",
+    check("... and /exec works through the new agent", ready and r.get("stdout") == "1000\n",
           str(how)[:200] + json.dumps(r)[:200])
 
-    # pod stopped while an exec runs: nothing of the exec is left
+
+def pod_stop(lane, sb):
+    """The pod stopped while an exec runs: nothing of the exec is left."""
+    cri = lane.cri
     res = {}
 
     def longexec():
         res["r"] = lane.api(sb, "/exec", {"command": "sleep 20", "timeout": 25}, timeout=30)
-    def pins():
-        out = set()
-        for base, ds, fs in os.walk("/sys/fs/bpf/boxkite"):
-            out.update(os.path.join(base, n) for n in ds + fs)
-        return out
-    pins0 = pins()
     th = threading.Thread(target=longexec)
     th.start()
-    time.sleep(1.0)
-    podcg = f"/sys/fs/cgroup/unified/kubepods/burstable/pod{sb.uid}"
-    before = subprocess.run(["find", podcg, "-mindepth", "2", "-type", "d"], capture_output=True, text=True).stdout
+    done = {os.path.basename(d)[len("boxkite-exec-"):] for d in exec_cgroup_dirs(sb.uid)}
+    ex = exec_running(sb.uid, exclude=done)
+    # BK_CRI_BREAK=early: what is seen before the stop (shows the check failing)
+    early = exec_left(ex) if ex and os.environ.get("BK_CRI_BREAK") == "early" else None
     t0 = time.time()
     cri.stop_pod(sb.id)
     th.join(30)
     took = time.time() - t0
-    left = []
-    for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory"):
-        d = f"{root}/kubepods/burstable/pod{sb.uid}"
-        if os.path.isdir(d):
-            left += subprocess.run(["find", d, "-mindepth", "1", "-type", "d"], capture_output=True,
-                                   text=True).stdout.split()
-    procs = subprocess.run(["pgrep", "-f", "sleep 20"], capture_output=True, text=True).stdout.split()
-    extra = []
-    for _ in range(20):  # the agent's reaper may take a moment
-        extra = sorted(pins() - pins0)
-        if not extra:
-            break
-        time.sleep(0.1)
-    check(f"pod stopped during an exec: exec ended ({took:.1f} s); no exec cgroup, process or pin left",
-          not th.is_alive() and not left and not procs and not extra,
-          f"before={before.split()} left={left} procs={procs} pins={extra} r={json.dumps(res.get('r'))[:200]}")
+    left = (left_within(3, ex) if early is None else early) if ex else ["(the exec was not seen running)"]
+    check(f"pod stopped during an exec: exec ended ({took:.1f} s); no exec process, cgroup "
+          f"({len(ex['dirs']) if ex else 0} hierarchies), BPF link, policy entry, pin or netns left",
+          not th.is_alive() and not left, left_summary(left) + f" r={json.dumps(res.get('r'))[:150]}")
     cri.remove_pod(sb.id)
     del lane.pods[sb.name]
 
