@@ -511,17 +511,7 @@ static char *refusal(const struct bk_file_result *res)
 		if (type && msg) {
 			*type++ = '\0';
 			*msg++ = '\0';
-			cJSON *b = cJSON_CreateObject();
-			cJSON *d = cJSON_AddArrayToObject(b, "detail");
-			cJSON *e = cJSON_CreateObject();
-			cJSON_AddStringToObject(e, "type", type);
-			cJSON *loc = cJSON_AddArrayToObject(e, "loc");
-			cJSON_AddItemToArray(loc, cJSON_CreateString("body"));
-			cJSON_AddItemToArray(loc, cJSON_CreateString(buf));
-			cJSON_AddStringToObject(e, "msg", msg);
-			cJSON_AddItemToArray(d, e);
-			cJSON_AddStringToObject(b, "code", res->code);
-			return bk_api_respond(res->status, b);
+			return bk_api_invalid(buf, type, "%s", msg);
 		}
 	}
 	if (res->layer[0]) {

@@ -205,3 +205,7 @@ void bkf_tmp_abort(struct tmpfile *t);
  * the file replaced (its mode is kept), or NULL. */
 int bkf_tmp_commit(struct tmpfile *t, const char *base, const struct stat *old);
 int bkf_atomic_write(int dirfd, const char *base, const char *data, size_t len, const struct stat *old);
+
+/* Python's universal newlines, in place: "\r\n" and a lone "\r" read as
+ * "\n" (/view, /grep). Returns the new length. */
+size_t bkf_universal_newlines(char *s, size_t n);

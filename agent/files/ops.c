@@ -74,7 +74,7 @@ static void text_or_fail(struct hctx *h, int fd, const char *path, size_t max, c
 
 /* Python's universal newlines, in place: "\r\n" and a lone "\r" read as
  * "\n". Returns the new length. */
-static size_t universal_newlines(char *s, size_t n)
+size_t bkf_universal_newlines(char *s, size_t n)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -159,7 +159,7 @@ void bkf_op_view(struct hctx *h, struct bk_file_result *r)
 	size_t len;
 	text_or_fail(h, fd, path, VIEW_MAX, "/view", &buf, &len);
 	r->size = len;
-	len = universal_newlines(buf, len);
+	len = bkf_universal_newlines(buf, len);
 	/* split('\n'): one line more than there are newlines */
 	size_t total = 1;
 	for (const char *p = buf; (p = memchr(p, '\n', len - (size_t)(p - buf))); p++)

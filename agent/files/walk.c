@@ -141,22 +141,6 @@ static bool glob_ok(const struct grep_ud *g, const char *rel, const char *vpath,
 	       fnmatch(g->glob, name, FNM_NOESCAPE) == 0;
 }
 
-/* Python's universal newlines, in place; returns the new length. */
-static size_t lf_only(char *s, size_t n)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '\r') {
-			s[o++] = '\n';
-			if (i + 1 < n && s[i + 1] == '\n')
-				i++;
-		} else {
-			s[o++] = s[i];
-		}
-	}
-	return o;
-}
-
 /* Returns whether the search is to stop (a bound was hit). */
 static bool grep_file(struct hctx *h, struct grep_ud *g, int fd, const char *vpath)
 {
@@ -179,7 +163,7 @@ static bool grep_file(struct hctx *h, struct grep_ud *g, int fd, const char *vpa
 		free(buf);
 		return false;
 	}
-	len = lf_only(buf, len);
+	len = bkf_universal_newlines(buf, len);
 	struct bk_file_result *r = g->r;
 	size_t line = 0;
 	bool stop = false;
