@@ -366,3 +366,20 @@ int bkf_atomic_write(int dirfd, const char *base, const char *data, size_t len, 
 	return bkf_tmp_commit(&t, base, old);
 }
 
+/* Python's universal newlines, in place: "\r\n" and a lone "\r" read as
+ * "\n". Returns the new length. */
+size_t bkf_universal_newlines(char *s, size_t n)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '\r') {
+			s[o++] = '\n';
+			if (i + 1 < n && s[i + 1] == '\n')
+				i++;
+		} else {
+			s[o++] = s[i];
+		}
+	}
+	s[o] = '\0';
+	return o;
+}

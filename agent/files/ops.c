@@ -72,24 +72,6 @@ static void text_or_fail(struct hctx *h, int fd, const char *path, size_t max, c
 			 path);
 }
 
-/* Python's universal newlines, in place: "\r\n" and a lone "\r" read as
- * "\n". Returns the new length. */
-size_t bkf_universal_newlines(char *s, size_t n)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '\r') {
-			s[o++] = '\n';
-			if (i + 1 < n && s[i + 1] == '\n')
-				i++;
-		} else {
-			s[o++] = s[i];
-		}
-	}
-	s[o] = '\0';
-	return o;
-}
-
 /* ---- file_create ------------------------------------------------------------------------ */
 
 void bkf_op_create(struct hctx *h, struct bk_file_result *r)
