@@ -73,9 +73,12 @@ check "control: the agent holds groups ($agent_groups), $agent_fds fds, nofile $
 	sh -c "[ '$agent_groups' = '4 27 100' ] && [ $agent_fds -gt 40 ] && [ '$agent_nofile' != 1024/1024 ] && [ '$agent_core' != 0/0 ]"
 
 # --- 1-3: the exec's groups, descriptors and limits, from its own /proc ------------------------
-# (the fds of a child the shell forked with nothing open of its own: the
-# shell itself holds pipe ends or saved copies while it redirects)
-bk_exec pa -- sh -c 'grep "^Groups:" /proc/$$/status; sleep 10 & echo $(ls /proc/$!/fd); kill $!;
+# (the fds of a child the shell forked with nothing open of its own, once
+# it runs sleep: the shell itself holds pipe ends or saved copies while it
+# redirects, and the forked shell briefly opens /dev/null for a background
+# job's stdin before its exec)
+bk_exec pa -- sh -c 'grep "^Groups:" /proc/$$/status; sleep 10 & p=$!;
+	i=0; while [ $i -lt 500 ] && [ "$(cat /proc/$p/comm 2>/dev/null)" != sleep ]; do i=$((i + 1)); done; echo $(ls /proc/$p/fd); kill $p;
 	awk "/^Max open files/ {n = \$4 \"/\" \$5} /^Max core file size/ {c = \$5 \"/\" \$6} END {print n; print c}" /proc/$$/limits'
 mapfile -t L < <(j .stdout)
 check "exec: no supplementary groups (${L[0]:-})" test "$(echo "${L[0]:-x}" | xargs)" = "Groups:"

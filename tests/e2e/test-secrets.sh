@@ -328,14 +328,14 @@ check "control: the sandbox user reads the planted token and granted-secret file
 shim POST /view '{"path":"tok-copy"}' -H @"$T/hdr"
 check "control: /view of the copy inside /workspace serves it ($(code))" \
 	sh -c "test $(code) = 200 && grep -qF '$FILESENT' $T/last.json"
-refused_outside() { # ROUTE-BODY: 403 path_outside_roots, and not a byte of the file
+refused_outside() { # ROUTE-BODY: 400 path_outside_roots (the reference's status), and not a byte of the file
 	shim POST /view "$1" -H @"$T/hdr"
-	test "$(code) $(jq -r .code "$T/last.json")" = "403 path_outside_roots" && ! grep -qF "$FILESENT" "$T/last.json"
+	test "$(code) $(jq -r .code "$T/last.json")" = "400 path_outside_roots" && ! grep -qF "$FILESENT" "$T/last.json"
 }
 for p in /run/secrets/boxkite/token /etc/../../run/secrets/boxkite/token /workspace/../run/secrets/boxkite/token \
 	/run/secrets/boxkite/granted/bk-one /proc/1/environ; do
 	refused_outside "{\"path\":\"$p\"}"; r=$?
-	check "a file route aimed at $p: 403 path_outside_roots, none of its bytes ($(code) $(jq -r .code "$T/last.json"))" test "$r" = 0
+	check "a file route aimed at $p: 400 path_outside_roots, none of its bytes ($(code) $(jq -r .code "$T/last.json"))" test "$r" = 0
 done
 # a symlink in /workspace to the token's absolute path resolves inside the
 # root (RESOLVE_IN_ROOT): to /workspace/run/secrets/boxkite/token. With a
