@@ -64,7 +64,9 @@ static char *parse_exec(const struct bk_config *c, const cJSON *args, struct bk_
 	ea->timeout = c->timeout_default;
 	const cJSON *to = cJSON_GetObjectItemCaseSensitive(args, "timeout");
 	if (to && !cJSON_IsNull(to)) {
-		if (!cJSON_IsNumber(to) || to->valuedouble != (double)(int64_t)to->valuedouble)
+		/* (the range first: converting a double beyond int64 is undefined) */
+		if (!cJSON_IsNumber(to) || !(to->valuedouble > -1e18 && to->valuedouble < 1e18) ||
+		    to->valuedouble != (double)(int64_t)to->valuedouble)
 			return bk_api_invalid("timeout", "int_type", "Input should be a valid integer");
 		if (to->valuedouble < 1 || to->valuedouble > c->timeout_max)
 			return bk_api_invalid("timeout", "value_error", "timeout must be from 1 to %u seconds",

@@ -97,7 +97,9 @@ int bk_session_record_parse(const char *txt, size_t len, const char *pod_uid, st
 	snprintf(out->session_id, sizeof(out->session_id), "%s", id->valuestring);
 	out->allowed = allowed;
 	out->generation = gen->valuedouble > 0 ? (uint64_t)gen->valuedouble : 0;
-	out->configured_at = cJSON_IsNumber(at) ? (int64_t)at->valuedouble : 0;
+	out->configured_at = cJSON_IsNumber(at) && at->valuedouble > -1e18 && at->valuedouble < 1e18
+				     ? (int64_t)at->valuedouble
+				     : 0;
 	cJSON_Delete(o);
 	return 0;
 }

@@ -298,7 +298,7 @@ class Lane:
             self.start_container(pod, c["name"])
         pod.ip = self.cri.pod_status(pod.id).network.ip
         pod.pin = pin
-        pod.url = f"https://{pod.ip}:8443"
+        pod.url = f"https://{pod.ip}:8080"
         hdr = os.path.join(out, "auth-header")
         with open(hdr, "w") as f:
             f.write("X-Sidecar-Auth-Token: " + open(os.path.join(out, "token")).read().strip() + "\n")

@@ -198,7 +198,13 @@ class Pod:
                 for k, val in data.items():
                     self._file(os.path.join(d, k), val.encode(), mode, fsgroup)
             elif "secret" in v:
-                data = self.secrets[v["secret"]["secretName"]]
+                sname = v["secret"]["secretName"]
+                if sname in self.secrets:
+                    data = self.secrets[sname]
+                elif v["secret"].get("optional"):
+                    data = {}  # as kubelet: an optional Secret that does not exist is an empty volume
+                else:
+                    raise RuntimeError(f"volume {name}: Secret {sname} does not exist")
                 mode = v["secret"].get("defaultMode", 0o644)
                 for k, val in data.items():
                     self._file(os.path.join(d, k), val, mode, fsgroup)

@@ -71,9 +71,11 @@ static int resolve(void *ud, const char *word, char *out, size_t outlen)
 static void check_accepted_shape(const uint8_t *s, size_t n)
 {
 	enum { NONE, SQ, DQ } q = NONE;
-	bool word_start = true;
+	bool word_start = true, redir = false;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = s[i];
+		bool after_redir = redir; /* the byte before was an unescaped < or > */
+		redir = false;
 		CHECK(c != 0 && c != '\n' && c != '\r' && c != 0x7f && (c >= 0x20 || c == '\t'),
 		      "accepted a control byte 0x%02x at %zu", c, i);
 		if (q == SQ) {
@@ -99,7 +101,7 @@ static void check_accepted_shape(const uint8_t *s, size_t n)
 		}
 		CHECK(c != '(' && c != ')' && c != '{' && c != '}', "accepted an unquoted '%c' at %zu", c, i);
 		CHECK(!(word_start && (c == '#' || c == '~')), "accepted '%c' at the start of a word at %zu", c, i);
-		if (c == '&' && i > 0 && (s[i - 1] == '>' || s[i - 1] == '<')) {
+		if (c == '&' && after_redir) {
 			word_start = true; /* >&1 <&0 */
 			continue;
 		}
@@ -119,6 +121,7 @@ static void check_accepted_shape(const uint8_t *s, size_t n)
 			word_start = false;
 		} else {
 			word_start = c == ' ' || c == '\t' || c == ';' || c == '|' || c == '<' || c == '>';
+			redir = c == '<' || c == '>';
 		}
 	}
 	CHECK(q == NONE, "accepted an unterminated quote");
