@@ -9,10 +9,18 @@ NRUNC=${BENCH_RUNC_N:-200}
 D=$(mktemp -d /run/boxkite-bench-XXXXXX); chmod 755 "$D"
 NAME=bench-$$
 AGENT_PID=
+# the agent runs with the node's default pins and keepalive cgroup (what
+# users run); an agent keeps both for the next one to recover from: the
+# bench removes them again unless they were there before it
+CG2=$(findmnt -t cgroup2 -n -o TARGET | head -1)
+[ -e /sys/fs/bpf/boxkite ] && KEEP_PINS=1 || KEEP_PINS=
+[ -e "$CG2/boxkite-keepalive" ] && KEEP_CG=1 || KEEP_CG=
 cleanup() {
 	set +e
 	"$BK_BIN/boxkitectl" sandbox delete "$NAME" >/dev/null 2>&1
 	[ -n "$AGENT_PID" ] && kill -TERM "$AGENT_PID" && wait "$AGENT_PID"
+	[ -n "$KEEP_PINS" ] || rm -rf /sys/fs/bpf/boxkite
+	[ -n "$KEEP_CG" ] || rmdir "$CG2/boxkite-keepalive" 2>/dev/null
 	rm -rf "$D"
 }
 trap cleanup EXIT
