@@ -105,6 +105,8 @@ cri_down() {
 	# the agent's pins outlive it on purpose (a restarted agent adopts
 	# them); the lane removes them when it made them (run.sh: CRI_PINS_OWNED)
 	[ "${CRI_PINS_OWNED:-0}" = 1 ] && rm -rf /sys/fs/bpf/boxkite
+	# and its keepalive cgroup (kept for a successor too)
+	[ "${CRI_PINS_OWNED:-0}" = 1 ] && rmdir "$(findmnt -t cgroup2 -n -o TARGET | head -1)/boxkite-keepalive" 2>/dev/null
 	# the overlay mounts of the lane's snapshots (in this namespace only)
 	grep -o " $L/root[^ ]*" /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m"; done
 	true

@@ -82,6 +82,8 @@ done
 if [ "$pins0" = no ] && [ -e /sys/fs/bpf/boxkite ]; then
 	left+=("pins: $(find /sys/fs/bpf/boxkite | head -5 | tr '\n' ' ')")
 fi
+cg2=$(findmnt -t cgroup2 -n -o TARGET | head -1)
+[ "$pins0" = no ] && [ -d "$cg2/boxkite-keepalive" ] && left+=("cgroup $cg2/boxkite-keepalive")
 grep -q " $L" /proc/self/mountinfo && left+=("mounts under $L")
 [ "$(cat /proc/sys/net/ipv4/ip_forward)" = "$fwd0" ] || left+=("ip_forward changed")
 if [ ${#left[@]} -eq 0 ]; then
