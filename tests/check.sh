@@ -23,8 +23,8 @@ lane() {
 	[ "$rc" -eq 0 ] || status=1
 }
 # Count: "ok -"/"not ok -" lines (TAP style) and cmocka's per-test lines.
-# A check that could not run here ("skip -", cmocka's SKIPPED, a TAP
-# "ok - ... # SKIP") is counted apart, never as a pass.
+# A check that could not run here ("skip -", cmocka's SKIPPED, or a TAP
+# ok-line carrying the SKIP directive) is counted apart, never as a pass.
 passed() { cat "$@" | grep -E '^ok - |^\[       OK \] ' | grep -vcE '^ok - .*# *SKIP'; }
 failed() { cat "$@" | grep -E '^not ok - |^\[  FAILED  \] ' | grep -vc 'test(s)'; }
 skipped() { cat "$@" | grep -E '^skip - |^ok - .*# *SKIP|^\[  SKIPPED \] ' | grep -vc 'test(s)'; }

@@ -223,6 +223,27 @@ static void replace_or_fail(struct hctx *h, const char *buf, size_t len, size_t 
 	*outlen = newlen;
 }
 
+/* The file opened as fd for path (a negative fd: the open's error): its
+ * stat, or the op fails — not found 404; a directory 400 "is_directory"
+ * (dir_400, /read-image's wording) or EISDIR's own answer; anything but a
+ * regular file 400. */
+static void regular_or_fail(struct hctx *h, int fd, const char *path, bool dir_400, struct stat *st)
+{
+	if (fd == -ENOENT || fd == -ENOTDIR)
+		bkf_fail(h, 404, "not_found", "File not found: %s", path);
+	if (fd < 0)
+		bkf_errno(h, -fd, path);
+	if (fstat(fd, st) < 0)
+		bkf_errno(h, errno, path);
+	if (S_ISDIR(st->st_mode)) {
+		if (dir_400)
+			bkf_fail(h, 400, "is_directory", "Path is a directory: %s", path);
+		bkf_errno(h, EISDIR, path);
+	}
+	if (!S_ISREG(st->st_mode))
+		bkf_fail(h, 400, "not_a_regular_file", "%s is not a regular file", path);
+}
+
 void bkf_op_str_replace(struct hctx *h, struct bk_file_result *r)
 {
 	const struct bk_file_req *q = h->rq;
@@ -232,17 +253,8 @@ void bkf_op_str_replace(struct hctx *h, struct bk_file_result *r)
 	char base[BK_NAME_MAX + 1];
 	final_or_fail(h, rootfd, false, &dirfd, base);
 	_cleanup_close_ int fd = bkf_beneath(dirfd, base, O_RDONLY | O_NONBLOCK | O_NOCTTY);
-	if (fd == -ENOENT || fd == -ENOTDIR)
-		bkf_fail(h, 404, "not_found", "File not found: %s", path);
-	if (fd < 0)
-		bkf_errno(h, -fd, path);
 	struct stat st;
-	if (fstat(fd, &st) < 0)
-		bkf_errno(h, errno, path);
-	if (S_ISDIR(st.st_mode))
-		bkf_errno(h, EISDIR, path);
-	if (!S_ISREG(st.st_mode))
-		bkf_fail(h, 400, "not_a_regular_file", "%s is not a regular file", path);
+	regular_or_fail(h, fd, path, false, &st);
 	if ((uint64_t)st.st_size > BK_FILE_EDIT_MAX)
 		bkf_fail(h, 422, "unviewable",
 			 "'%s' is %llu bytes, over the %u byte limit for /str-replace. Use the exec tool (e.g. sed) to "
@@ -513,17 +525,8 @@ void bkf_op_read_image(struct hctx *h, struct bk_file_result *r)
 	const char *path = q->vp.abs;
 	_cleanup_close_ int rootfd = root_or_fail(h);
 	_cleanup_close_ int fd = bkf_in_root(rootfd, q->vp.rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-	if (fd == -ENOENT || fd == -ENOTDIR)
-		bkf_fail(h, 404, "not_found", "File not found: %s", path);
-	if (fd < 0)
-		bkf_errno(h, -fd, path);
 	struct stat st;
-	if (fstat(fd, &st) < 0)
-		bkf_errno(h, errno, path);
-	if (S_ISDIR(st.st_mode))
-		bkf_fail(h, 400, "is_directory", "Path is a directory: %s", path);
-	if (!S_ISREG(st.st_mode))
-		bkf_fail(h, 400, "not_a_regular_file", "%s is not a regular file", path);
+	regular_or_fail(h, fd, path, true, &st);
 	if ((uint64_t)st.st_size > BK_FILE_IMAGE_MAX)
 		bkf_fail(h, 400, "too_large", "Image too large: %llu bytes (max %u bytes)", (unsigned long long)st.st_size,
 			 BK_FILE_IMAGE_MAX);
