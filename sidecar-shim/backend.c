@@ -4,16 +4,22 @@
  * to $BACKEND_URL/api/v1/internal/tool-call; the answer is always 200:
  * the backend's JSON, or {"error": "..."}.
  *
- * BACKEND_URL is http://host[:port][/prefix] (default the reference's
+ * BACKEND_URL is http[s]://host[:port][/prefix] (default the reference's
  * http://host.docker.internal:8000); the host is resolved per call. A
  * minimal HTTP/1.1 client: one request, "Connection: close", the answer
  * read to its Content-Length (or to EOF; chunked decoded), bounded in
- * size (1 MiB) and time (120 s, the reference's). https:// is not served
- * (answered {"error": ...}). */
+ * size (1 MiB) and time (120 s, the reference's). https:// is verified as
+ * the reference's httpx does: the system's CA store (OpenSSL's default
+ * paths, so SSL_CERT_FILE / SSL_CERT_DIR override it), the URL's host
+ * name or IP address checked against the certificate, TLS 1.2 or newer.
+ * A backend that fails verification gets no byte of the request. */
 #include "shim.h"
 
 #include <cjson/cJSON.h>
 #include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <strings.h>
 
@@ -94,15 +100,152 @@ static int dechunk(char *b, size_t *len)
 	return 0;
 }
 
+/* One backend connection: plain, or TLS over the same non-blocking socket. */
+struct bconn {
+	int fd;
+	SSL_CTX *ctx;
+	SSL *ssl;
+	uint64_t deadline;
+};
+
+static void bconn_close(struct bconn *c)
+{
+	if (c->ssl)
+		SSL_free(c->ssl);
+	if (c->ctx)
+		SSL_CTX_free(c->ctx);
+	if (c->fd >= 0)
+		close(c->fd);
+}
+
+/* Wait as OpenSSL asks after a call that returned r; 0: retry, <0: -errno
+ * (-ETIMEDOUT, -EPROTO for a TLS failure, -ECONNRESET). */
+static int bconn_tls_wait(struct bconn *c, int r)
+{
+	switch (SSL_get_error(c->ssl, r)) {
+	case SSL_ERROR_WANT_READ:
+		return io_wait(c->fd, POLLIN, c->deadline);
+	case SSL_ERROR_WANT_WRITE:
+		return io_wait(c->fd, POLLOUT, c->deadline);
+	case SSL_ERROR_ZERO_RETURN:
+		return -ECONNRESET;
+	case SSL_ERROR_SYSCALL:
+		return errno ? -errno : -ECONNRESET;
+	default:
+		return -EPROTO;
+	}
+}
+
+static int bconn_tls_start(struct bconn *c, const char *hostname, char *why, size_t whylen)
+{
+	c->ctx = SSL_CTX_new(TLS_client_method());
+	if (!c->ctx || SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION) != 1 ||
+	    SSL_CTX_set_default_verify_paths(c->ctx) != 1)
+		return snprintf(why, whylen, "TLS set-up failed"), -EPROTO;
+	SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_set_options(c->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	c->ssl = SSL_new(c->ctx);
+	if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1)
+		return snprintf(why, whylen, "TLS set-up failed"), -EPROTO;
+	/* an IP literal is checked against the certificate's IP addresses and
+	 * sent without SNI; a name against its DNS names, and sent as SNI */
+	X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
+	if (X509_VERIFY_PARAM_set1_ip_asc(vp, hostname) != 1) {
+		if (SSL_set1_host(c->ssl, hostname) != 1 || SSL_set_tlsext_host_name(c->ssl, hostname) != 1)
+			return snprintf(why, whylen, "TLS set-up failed"), -EPROTO;
+	}
+	for (;;) {
+		ERR_clear_error();
+		int r = SSL_connect(c->ssl);
+		if (r == 1)
+			return 0;
+		int e = bconn_tls_wait(c, r);
+		if (e == 0)
+			continue;
+		long v = SSL_get_verify_result(c->ssl);
+		if (v != X509_V_OK)
+			snprintf(why, whylen, "TLS: certificate verify failed: %s", X509_verify_cert_error_string(v));
+		else if (e == -ETIMEDOUT)
+			snprintf(why, whylen, "TLS handshake timed out");
+		else {
+			unsigned long err = ERR_peek_error();
+			snprintf(why, whylen, "TLS handshake failed: %s",
+				 err ? ERR_reason_error_string(err) ? ERR_reason_error_string(err) : "error" : strerror(-e));
+		}
+		return e < 0 && e != -EPROTO ? e : -EPROTO;
+	}
+}
+
+/* Everything of buf, or -errno. */
+static int bconn_write(struct bconn *c, const char *buf, size_t n)
+{
+	size_t off = 0;
+	while (off < n) {
+		if (c->ssl) {
+			ERR_clear_error();
+			int w = SSL_write(c->ssl, buf + off, (int)(n - off > INT32_MAX ? INT32_MAX : n - off));
+			if (w > 0) {
+				off += (size_t)w;
+				continue;
+			}
+			int e = bconn_tls_wait(c, w);
+			if (e < 0)
+				return e;
+			continue;
+		}
+		ssize_t w = send(c->fd, buf + off, n - off, MSG_NOSIGNAL);
+		if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+			int e = io_wait(c->fd, POLLOUT, c->deadline);
+			if (e < 0)
+				return e;
+			continue;
+		}
+		if (w <= 0)
+			return w < 0 ? -errno : -ECONNRESET;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
+/* Up to n bytes; 0 at the end of the answer; -errno. */
+static ssize_t bconn_read(struct bconn *c, char *buf, size_t n)
+{
+	for (;;) {
+		if (c->ssl) {
+			ERR_clear_error();
+			int r = SSL_read(c->ssl, buf, (int)(n > INT32_MAX ? INT32_MAX : n));
+			if (r > 0)
+				return r;
+			int kind = SSL_get_error(c->ssl, r);
+			if (kind == SSL_ERROR_ZERO_RETURN || (kind == SSL_ERROR_SYSCALL && errno == 0))
+				return 0;
+			int e = bconn_tls_wait(c, r);
+			if (e < 0)
+				return e;
+			continue;
+		}
+		ssize_t r = recv(c->fd, buf, n, 0);
+		if (r >= 0)
+			return r;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		int e = io_wait(c->fd, POLLIN, c->deadline);
+		if (e < 0)
+			return e;
+	}
+}
+
 char *backend_tool_call(const char *tool_name, const cJSON *arguments, const char *session_id)
 {
 	const char *url = getenv("BACKEND_URL");
 	if (!url || !*url)
 		url = BACKEND_DEFAULT;
-	if (strncmp(url, "http://", 7) != 0)
-		return error_json("BACKEND_URL must be an http:// URL (%s)%.0d", "https is not served by boxkite-shim", 0);
-	char host[256], port[8] = "80";
-	const char *h = url + 7, *slash = strchr(h, '/');
+	bool tls = strncmp(url, "https://", 8) == 0;
+	if (!tls && strncmp(url, "http://", 7) != 0)
+		return error_json("BACKEND_URL must be an http:// or https:// URL%s%.0d", "", 0);
+	char host[256], port[8];
+	snprintf(port, sizeof(port), "%s", tls ? "443" : "80");
+	const char *h = url + (tls ? 8 : 7), *slash = strchr(h, '/');
 	size_t hl = slash ? (size_t)(slash - h) : strlen(h);
 	const char *prefix = slash ? slash : "";
 	if (hl == 0 || hl >= sizeof(host))
@@ -137,43 +280,37 @@ char *backend_tool_call(const char *tool_name, const cJSON *arguments, const cha
 		return NULL;
 
 	uint64_t deadline = now_ns() + (uint64_t)BACKEND_TIMEOUT_MS * 1000000ull;
-	_cleanup_close_ int fd = dial(hostname, port, deadline);
-	if (fd < 0)
-		return error_json("cannot reach the backend: %s%.0d", strerror(-fd), 0);
+	_cleanup_(bconn_close) struct bconn c = { .fd = dial(hostname, port, deadline), .deadline = deadline };
+	if (c.fd < 0)
+		return error_json("cannot reach the backend: %s%.0d", strerror(-c.fd), 0);
+	if (tls) {
+		char why[300];
+		if (bconn_tls_start(&c, hostname, why, sizeof(why)) < 0)
+			return error_json("cannot reach the backend: %s%.0d", why, 0);
+	}
 	_cleanup_free_ char *head = NULL;
 	if (asprintf(&head,
 		     "POST %.*s/api/v1/internal/tool-call HTTP/1.1\r\nHost: %.*s\r\nContent-Type: application/json\r\n"
 		     "Accept: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
 		     (int)pl, prefix, (int)hl, h, strlen(body)) < 0)
 		return NULL;
-	const char *parts[2] = { head, body };
-	for (int k = 0; k < 2; k++) {
-		size_t off = 0, n = strlen(parts[k]);
-		while (off < n) {
-			ssize_t w = send(fd, parts[k] + off, n - off, MSG_NOSIGNAL);
-			if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-				if (io_wait(fd, POLLOUT, deadline) < 0)
-					return error_json("Tool call timed out after 120s: %s%.0d", tool_name, 0);
-				continue;
-			}
-			if (w <= 0)
-				return error_json("cannot send to the backend: %s%.0d", strerror(errno), 0);
-			off += (size_t)w;
-		}
-	}
+	int e = bconn_write(&c, head, strlen(head));
+	if (e == 0)
+		e = bconn_write(&c, body, strlen(body));
+	if (e == -ETIMEDOUT)
+		return error_json("Tool call timed out after 120s: %s%.0d", tool_name, 0);
+	if (e < 0)
+		return error_json("cannot send to the backend: %s%.0d", strerror(-e), 0);
 	_cleanup_free_ char *resp = malloc(BACKEND_RESP_MAX + 1);
 	if (!resp)
 		return NULL;
 	size_t got = 0;
 	for (;;) {
-		ssize_t r = recv(fd, resp + got, BACKEND_RESP_MAX - got, 0);
-		if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
-			if (io_wait(fd, POLLIN, deadline) < 0)
-				return error_json("Tool call timed out after 120s: %s%.0d", tool_name, 0);
-			continue;
-		}
+		ssize_t r = bconn_read(&c, resp + got, BACKEND_RESP_MAX - got);
+		if (r == -ETIMEDOUT)
+			return error_json("Tool call timed out after 120s: %s%.0d", tool_name, 0);
 		if (r < 0)
-			return error_json("backend connection failed: %s%.0d", strerror(errno), 0);
+			return error_json("backend connection failed: %s%.0d", strerror((int)-r), 0);
 		if (r == 0 || (got += (size_t)r) == BACKEND_RESP_MAX)
 			break;
 	}

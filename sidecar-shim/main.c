@@ -18,7 +18,7 @@
  *   SIDECAR_MAX_BODY         bytes (default 32 MiB; at most one agent frame less
  *                            SHIM_FRAME_RESERVE, see the clamp below)
  *   SIDECAR_MAX_CONCURRENT   requests in flight before 429 (default 32)
- *   SIDECAR_MAX_CONNECTIONS  open connections (default 2*concurrent+8)
+ *   SIDECAR_MAX_CONNECTIONS  open connections (default concurrent+108)
  *   SIDECAR_CONN_TIMEOUT     seconds an idle/slow client may hold a
  *                            connection (default 30); never applies to the
  *                            wait for the agent's answer
@@ -245,7 +245,8 @@ static int load_config(struct shim *s, const char **cert, const char **key)
 	if (env_uint("SIDECAR_MAX_CONCURRENT", SHIM_DEFAULT_MAX_CONCURRENT, 1, 1024, &v) < 0)
 		return -EINVAL;
 	s->max_concurrent = (unsigned)v;
-	if (env_uint("SIDECAR_MAX_CONNECTIONS", 2ull * s->max_concurrent + 8, s->max_concurrent + 1, 4096, &v) < 0)
+	if (env_uint("SIDECAR_MAX_CONNECTIONS", s->max_concurrent + SHIM_DEFAULT_PEER_CONNECTIONS, s->max_concurrent + 1,
+		     4096, &v) < 0)
 		return -EINVAL;
 	s->max_connections = (unsigned)v;
 	if (env_uint("SIDECAR_CONN_TIMEOUT", SHIM_DEFAULT_CONN_TIMEOUT, 1, 3600, &v) < 0)
@@ -256,7 +257,8 @@ static int load_config(struct shim *s, const char **cert, const char **key)
 		return -EINVAL;
 	s->header_timeout = (unsigned)v;
 	/* One peer never takes the last max_concurrent connections: another
-	 * client can always open enough for a full concurrency's worth. */
+	 * client can always open enough for a full concurrency's worth; by
+	 * default one peer (the manager) may hold SHIM_DEFAULT_PEER_CONNECTIONS. */
 	if (env_uint("SIDECAR_MAX_CONNECTIONS_PER_PEER", s->max_connections - s->max_concurrent, 1, s->max_connections,
 		     &v) < 0)
 		return -EINVAL;

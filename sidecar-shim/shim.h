@@ -38,6 +38,11 @@
 /* deploy/pod-template.yaml's placeholder in the reference: treated as no token */
 #define SHIM_TOKEN_PLACEHOLDER "CHANGEME-generate-a-random-per-pod-secret-see-comment-above"
 #define SHIM_DEFAULT_MAX_CONCURRENT 32u
+/* connections one client may hold by default: the reference manager's
+ * httpx pool opens up to 100 per pod (httpx's default max_connections),
+ * and a connection closed at accept is a transport error it answers by
+ * recovering (recreating) the session */
+#define SHIM_DEFAULT_PEER_CONNECTIONS 108u
 #define SHIM_DEFAULT_CONN_TIMEOUT 30u
 #define SHIM_DEFAULT_DRAIN_TIMEOUT 30u
 #define SHIM_TOKEN_MAX 4096u              /* bytes in the token file */

@@ -19,6 +19,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: boxkitectl [--admin-socket PATH] COMMAND ...\n"
 		   "  sandbox create NAME [--policy P] [--dns ADDR] [--agent-socket PATH] [--shim-bin PATH]\n"
+		   "                 [--shim-env NAME=VALUE]...\n"
 		   "                 [--memory BYTES] [--pids N] [--cpus X]   the pod's caps (default 4G, 4096, none)\n"
 		   "  sandbox delete NAME\n"
 		   "  sandbox list\n"
@@ -410,6 +411,16 @@ static int cmd_sandbox(int argc, char **argv)
 			o.agent_socket = argv[++i];
 		else if (streq(argv[i], "--shim-bin") && i + 1 < argc)
 			o.shim_bin = argv[++i];
+		else if (streq(argv[i], "--shim-env") && i + 1 < argc) {
+			const char *kv = argv[++i], *eq = strchr(kv, '=');
+			if (!eq || eq == kv || strspn(kv, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
+						       (size_t)(eq - kv) || o.n_shim_env == LOCAL_SHIM_ENV_MAX) {
+				fprintf(stderr, "boxkitectl: --shim-env: NAME=VALUE (a variable name, at most %d of them)\n",
+					LOCAL_SHIM_ENV_MAX);
+				return 2;
+			}
+			o.shim_env[o.n_shim_env++] = kv;
+		}
 		else if (streq(argv[i], "--memory") && i + 1 < argc) {
 			if (parse_size(argv[++i], &o.memory) < 0 || o.memory < (16u << 20)) {
 				fprintf(stderr, "boxkitectl: --memory: bytes (K, M, G suffixes), at least 16M\n");

@@ -312,8 +312,7 @@ if [ "$CODES" = "200:1 200:0 " ]; then ok "keep-alive: second request reuses the
 P_LOAD=$(free_port)
 if start_shim LOAD "$P_LOAD" SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT="$T/pod.crt" \
 	SIDECAR_TLS_KEY="$T/pod.key" SIDECAR_MAX_CONCURRENT=8 SIDECAR_MAX_CONNECTIONS_PER_PEER=24; then
-	# (one client at twice the concurrency, reconnecting after each 429: the
-	# per-peer limit, by default max_connections - max_concurrent, is lifted)
+	# (one client at twice the concurrency, reconnecting after each 429)
 	C0=$(count)
 	out=$(python3 "$CLIENT" load --port "$P_LOAD" --tls --token "$TOKEN" --threads 16 --requests 25)
 	rc=$?
@@ -477,7 +476,7 @@ wire_case "control: two identical Content-Length headers are one length" 200 \
 # (SIDECAR_HEADER_TIMEOUT, counted from accept, TLS handshake included).
 P_FLOOD=$(free_port)
 if start_shim FLOOD "$P_FLOOD" SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT="$T/pod.crt" \
-	SIDECAR_TLS_KEY="$T/pod.key" SIDECAR_MAX_CONCURRENT=3 SIDECAR_HEADER_TIMEOUT=2; then
+	SIDECAR_TLS_KEY="$T/pod.key" SIDECAR_MAX_CONCURRENT=3 SIDECAR_MAX_CONNECTIONS=14 SIDECAR_HEADER_TIMEOUT=2; then
 	F="https://127.0.0.1:$P_FLOOD"
 	C0=$(count)
 	python3 "$CLIENT" hold --port "$P_FLOOD" --source 127.0.0.2 --count 50 --hold 15 >"$T/hold.out" 2>&1 &
@@ -491,7 +490,7 @@ if start_shim FLOOD "$P_FLOOD" SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CE
 		ok "50 half-open connections from one peer: another client served at once ($((t1 - t0)) ms; $(head -1 "$T/hold.out"))"
 	else notok "served during a half-open flood" "code $CODE (curl rc $RC) after $((t1 - t0)) ms; $(head -1 "$T/hold.out")"; fi
 	read -r _ held _ refused <"$T/hold.out"
-	# defaults: max_connections 2*3+8 = 14; per peer 14 - max_concurrent = 11
+	# max_connections 14; per peer by default 14 - max_concurrent = 11
 	if [ "${held:-99}" -le 11 ] && [ "${refused:-0}" -ge 39 ]; then
 		ok "per-peer limit: $held of 50 held, $refused closed at once"
 	else notok "per-peer limit" "held ${held:-?} refused ${refused:-?} (want <= 11 held)"; fi

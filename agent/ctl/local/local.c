@@ -248,12 +248,21 @@ static int write_config(const struct pod *pd, const char *which, const struct lo
 	if (shim) {
 		static const char *const args[] = { "/opt/boxkite/boxkite-shim", NULL };
 		add_strs(proc, "args", args);
-		const char *env[] = { "PATH=/usr/bin:/bin", "SIDECAR_AUTH_TOKEN_FILE=/run/secrets/boxkite/token",
-				      "SIDECAR_TLS_CERT=/run/secrets/boxkite/tls.crt",
-				      "SIDECAR_TLS_KEY=/run/secrets/boxkite/tls.key", "SIDECAR_LISTEN=0.0.0.0:8080",
-				      /* granted secrets for /exec's secret_env: files put in
-				       * <secret dir>/granted, seen by the shim only */
-				      "SIDECAR_SECRETS_DIR=/run/secrets/boxkite/granted", sockenv, NULL };
+		const char *defaults[] = { "PATH=/usr/bin:/bin", "SIDECAR_AUTH_TOKEN_FILE=/run/secrets/boxkite/token",
+					   "SIDECAR_TLS_CERT=/run/secrets/boxkite/tls.crt",
+					   "SIDECAR_TLS_KEY=/run/secrets/boxkite/tls.key", "SIDECAR_LISTEN=0.0.0.0:8080",
+					   /* granted secrets for /exec's secret_env: files put in
+					    * <secret dir>/granted, seen by the shim only */
+					   "SIDECAR_SECRETS_DIR=/run/secrets/boxkite/granted", sockenv };
+		/* --shim-env first: getenv() takes the first of a name, so these
+		 * override the defaults */
+		const char *env[LOCAL_SHIM_ENV_MAX + ARRAY_SIZE(defaults) + 1];
+		size_t ne = 0;
+		for (unsigned i = 0; i < o->n_shim_env && i < LOCAL_SHIM_ENV_MAX; i++)
+			env[ne++] = o->shim_env[i];
+		for (size_t i = 0; i < ARRAY_SIZE(defaults); i++)
+			env[ne++] = defaults[i];
+		env[ne] = NULL;
 		add_strs(proc, "env", env);
 	} else {
 		/* The sandbox container idles; commands arrive as execs. */

@@ -17,7 +17,12 @@ struct local_opts {
 	uint64_t memory;
 	uint64_t pids;
 	uint64_t cpus_milli;
+	/* extra NAME=VALUE settings for the shim container (--shim-env), e.g.
+	 * BACKEND_URL for /tool-call; at most LOCAL_SHIM_ENV_MAX */
+	const char *shim_env[8];
+	unsigned n_shim_env;
 };
+#define LOCAL_SHIM_ENV_MAX 8
 
 int local_create(const char *name, const struct local_opts *o);
 int local_delete(const char *name, const struct local_opts *o);
