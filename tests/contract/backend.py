@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """A fake boxkite backend for /tool-call (the reference manager's
-/api/v1/internal/tool-call), run by tests/contract/run.sh inside a sandbox
+/api/v1/internal/tool-call), run by tests/contract/api.sh inside a sandbox
 pod's own network namespace. Every request is appended to <dir>/requests
 as one JSON line {path, content_type, body}; what it answers is read per
 request from <dir>/mode:

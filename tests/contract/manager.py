@@ -5,7 +5,7 @@ routes, request bodies and header, and it reads the same fields. Our own
 code; transport: curl over HTTPS with the shim's SPKI pinned (the manager
 pins its per-pod certificate too). Each t-*.py prints TAP-style lines.
 
-Environment (tests/contract/run.sh): BK_URL, BK_PIN, BK_TOKEN_FILE."""
+Environment (tests/contract/api.sh): BK_URL, BK_PIN, BK_TOKEN_FILE."""
 import json
 import os
 import subprocess

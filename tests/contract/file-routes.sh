@@ -9,7 +9,7 @@
 # /present-files and a 10 MiB /file-create. Everything goes through the
 # shim over pinned HTTPS, with the request bodies the reference's clients
 # send; one check per behaviour.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../e2e/lib.sh"
 
 bk_start_agent || { not_ok "agent starts"; exit 1; }
 SB=bkfc-$$
