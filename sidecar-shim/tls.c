@@ -98,7 +98,7 @@ int tls_init(struct shim *s, const char *cert_path, const char *key_path)
 	SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
 	/* Paths are deliberately not logged (they name the pod's secret). */
 	if (SSL_CTX_use_certificate_chain_file(ctx, cert_path) != 1) {
-		log_error("cannot load the TLS certificate named by SIDECAR_TLS_CERT", LS("reason", ssl_reason()));
+		log_error("cannot load the TLS certificate named by SIDECAR_TLS_CERT (neither it nor SIDECAR_TLS_KEY set: " SHIM_DEFAULT_TLS_DIR "/tls.crt)", LS("reason", ssl_reason()));
 		SSL_CTX_free(ctx);
 		return -EINVAL;
 	}
@@ -107,7 +107,7 @@ int tls_init(struct shim *s, const char *cert_path, const char *key_path)
 		if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH)
 			log_error("TLS key (SIDECAR_TLS_KEY) does not match the certificate (SIDECAR_TLS_CERT)");
 		else
-			log_error("cannot load the TLS key named by SIDECAR_TLS_KEY", LS("reason", ssl_reason()));
+			log_error("cannot load the TLS key named by SIDECAR_TLS_KEY (neither it nor SIDECAR_TLS_CERT set: " SHIM_DEFAULT_TLS_DIR "/tls.key)", LS("reason", ssl_reason()));
 		SSL_CTX_free(ctx);
 		return -EINVAL;
 	}

@@ -558,6 +558,36 @@ if start_shim PLAIN "$P_PLAIN" SIDECAR_TLS_DISABLED=true SIDECAR_AUTH_TOKEN_FILE
 	[ "$CODES" = "200:1 200:0 " ] && ok "plain HTTP: keep-alive" || notok "plain keep-alive" "$CODES"
 else notok "plain shim" "did not start: $(head -c 300 "$T/PLAIN.log")"; fi
 
+# ---- the reference's deployment defaults --------------------------------------
+# The manager dials :8080 and the reference reads SIDECAR_AUTH_TOKEN (env)
+# and /etc/boxkite/tls/tls.{crt,key}. A shim given none of our settings
+# must serve exactly that: run in its own mount and network namespaces (an
+# overlay on /etc holding boxkite/tls, so the host's /etc is untouched; port
+# 8080 of a fresh loopback), the client in the same namespaces.
+if [ "$(id -u)" -ne 0 ]; then
+	skip "reference defaults (:8080, SIDECAR_AUTH_TOKEN, /etc/boxkite/tls)" "needs root (mount and network namespaces)"
+else
+	mkdir -p "$T/refdef/up/boxkite/tls" "$T/refdef/work"
+	cp "$T/pod.crt" "$T/refdef/up/boxkite/tls/tls.crt" && cp "$T/pod.key" "$T/refdef/up/boxkite/tls/tls.key"
+	out=$(unshare -mn env T="$T" SHIM="$SHIM" TOKEN="$TOKEN" PIN="$PIN" ASAN_OPTIONS="$ASAN_OPTIONS" \
+		UBSAN_OPTIONS="$UBSAN_OPTIONS" bash -c '
+		mount --make-rprivate / && ip link set lo up &&
+		mount -t overlay overlay -o "lowerdir=/etc,upperdir=$T/refdef/up,workdir=$T/refdef/work" /etc || exit 9
+		env -i PATH="$PATH" ASAN_OPTIONS="$ASAN_OPTIONS" UBSAN_OPTIONS="$UBSAN_OPTIONS" SIDECAR_AUTH_TOKEN="$TOKEN" \
+			BOXKITE_AGENT_SOCKET="$T/agent.sock" "$SHIM" 2>"$T/REFDEF.log" &
+		for i in $(seq 200); do grep -q "\"msg\":\"listening\"" "$T/REFDEF.log" 2>/dev/null && break; sleep 0.05; done
+		c1=$(curl -sS -k --pinnedpubkey "$PIN" --max-time 10 -o /dev/null -w "%{http_code}" https://127.0.0.1:8080/health)
+		c2=$(curl -sS -k --pinnedpubkey "$PIN" --max-time 10 -o /dev/null -w "%{http_code}" \
+			-H "X-Sidecar-Auth-Token: $TOKEN" -d "{\"refdef\":true}" https://127.0.0.1:8080/exec)
+		c3=$(curl -sS -k --pinnedpubkey "$PIN" --max-time 10 -o /dev/null -w "%{http_code}" \
+			-H "X-Sidecar-Auth-Token: wrong" -d "{}" https://127.0.0.1:8080/exec)
+		kill %1; wait
+		echo "$c1 $c2 $c3"' 2>&1)
+	if [ "$(tail -1 <<<"$out")" = "200 200 401" ] && json_eq "$T/state/last.json" '{"op":"exec","args":{"refdef":true}}'; then
+		ok "reference defaults: no settings → :8080, TLS from /etc/boxkite/tls, the token from SIDECAR_AUTH_TOKEN (health, exec forwarded, wrong token 401)"
+	else notok "reference defaults" "health/exec/wrong token: '$(tail -1 <<<"$out")'; $(head -c 300 "$T/REFDEF.log")"; fi
+fi
+
 # ---- no token configured ----------------------------------------------------
 P_NT=$(free_port)
 P_ET=$(free_port)
