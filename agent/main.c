@@ -19,6 +19,7 @@
 #include <sys/un.h>
 
 #include "agent/api/api.h"
+#include "agent/observe/events.h"
 #include "agent/observe/metrics.h"
 #include "agent/observe/observe.h"
 #include "agent/isolate/recover.h"
@@ -598,6 +599,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/* execs, denials and self-test results also go to `boxkitectl events` */
+	log_set_tap(bk_events_wants, bk_events_publish);
 	sigset_t ss;
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGTERM);
@@ -678,6 +681,7 @@ int main(int argc, char **argv)
 		  c->admin_socket, c->bpffs);
 	serve(lfd, afd, sfd);
 	log_infof("stopping", "signal received: draining");
+	bk_events_shutdown();
 	close(lfd);
 	close(afd);
 	unlink(c->socket);

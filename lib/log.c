@@ -24,6 +24,15 @@ void log_setup(int fd, const char *comp, const char *key)
 
 void log_set_level(enum log_level min) { min_level = min; }
 
+static bool (*tap_wants)(const char *name);
+static void (*tap_fn)(const char *line, size_t len);
+
+void log_set_tap(bool (*wants)(const char *name), void (*fn)(const char *line, size_t len))
+{
+	tap_wants = wants;
+	tap_fn = fn;
+}
+
 const char *log_level_name(enum log_level l)
 {
 	switch (l) {
@@ -88,7 +97,8 @@ static void write_line(char *line)
 
 void log_emit(enum log_level level, const char *name, const struct log_field *fields)
 {
-	if (level < min_level)
+	bool tap = tap_fn && tap_wants && tap_wants(name);
+	if (level < min_level && !tap)
 		return;
 	int saved_errno = errno;
 	struct timespec ts;
@@ -110,7 +120,10 @@ void log_emit(enum log_level level, const char *name, const struct log_field *fi
 		char *line = cJSON_PrintUnformatted(o);
 		cJSON_Delete(o);
 		if (line) {
-			write_line(line);
+			if (tap)
+				tap_fn(line, strlen(line));
+			if (level >= min_level)
+				write_line(line);
 			free(line);
 		}
 	}

@@ -10,6 +10,8 @@
  * secret_env value, header value, body) to these. */
 #pragma once
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lib/util.h"
@@ -39,6 +41,10 @@ void log_setup(int fd, const char *component, const char *name_key);
 void log_set_level(enum log_level min);
 const char *log_level_name(enum log_level l);
 void log_emit(enum log_level level, const char *name, const struct log_field *fields);
+/* A second destination for some lines, whatever the level filter: every
+ * line whose name wants() accepts is also passed, complete (no newline),
+ * to fn (the agent's event stream, agent/observe/events.c). */
+void log_set_tap(bool (*wants)(const char *name), void (*fn)(const char *line, size_t len));
 /* NAME with a printf-formatted "msg" field. */
 void log_emitf(enum log_level level, const char *name, const char *fmt, ...) _printf_(3, 4);
 

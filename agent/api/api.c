@@ -98,6 +98,11 @@ static char *op_status(struct bk_agent *a, const struct bk_pod *p, const char *o
 	return bk_api_status(a);
 }
 
+static char *op_events(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
+{
+	return bk_api_events(a, args, bk_api_client_fd);
+}
+
 static char *op_tool_call(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args);
 
 #define POD_OP (BY_SHIM | BY_ADMIN | ON_POD)
@@ -120,6 +125,7 @@ static const struct op ops[] = {
 	{ "present_files", POD_OP | TOOL, op_file },
 	{ "read_image", POD_OP, op_file },
 	{ "status", BY_ADMIN, op_status },
+	{ "events", BY_ADMIN, op_events },
 };
 
 /* Tool names of the reference sidecar's /tool-call that are not op names. */

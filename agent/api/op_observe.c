@@ -3,7 +3,14 @@
  * boxkitectl reads them): each builder follows its report field by field. */
 #include "agent/api/op_observe.h"
 #include "agent/api/reply.h"
+#include "agent/observe/events.h"
 #include "agent/observe/observe.h"
+#include "lib/proto.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
 #include "lib/util.h"
 
 /* ---- the kernel ------------------------------------------------------------------------ */
@@ -338,4 +345,111 @@ char *bk_api_verify(struct bk_agent *a, const struct bk_pod *p, const cJSON *arg
 	}
 	cJSON_AddBoolToObject(out, "passed", v.passed);
 	return bk_api_respond(200, out);
+}
+
+/* ---- events ---------------------------------------------------------------------------- */
+
+/* The event line as an object, if it is of the pod asked for (NULL: all). */
+static cJSON *event_of(const char *line, const char *pod)
+{
+	cJSON *ev = cJSON_Parse(line);
+	if (!ev)
+		return NULL;
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(ev, "pod");
+	if (pod && !(cJSON_IsString(p) && streq(p->valuestring, pod))) {
+		cJSON_Delete(ev);
+		return NULL;
+	}
+	return ev;
+}
+
+/* One frame on the requester's connection; <0 when it is gone. */
+static int send_frame(int fd, cJSON *body)
+{
+	char *txt = bk_api_respond(200, body);
+	if (!txt)
+		return -ENOMEM;
+	int r = bk_send_msg(fd, txt, strlen(txt));
+	free(txt);
+	return r;
+}
+
+static bool client_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	/* the client says nothing after its request: any byte, a hang-up or
+	 * an error ends the stream */
+	return poll(&p, 1, 0) != 0;
+}
+
+char *bk_api_events(struct bk_agent *a, const cJSON *args, int client_fd)
+{
+	(void)a;
+	const cJSON *follow = cJSON_GetObjectItemCaseSensitive(args, "follow");
+	const cJSON *pod = cJSON_GetObjectItemCaseSensitive(args, "pod");
+	const cJSON *last = cJSON_GetObjectItemCaseSensitive(args, "last");
+	if (follow && !cJSON_IsBool(follow))
+		return bk_api_invalid("follow", "bool_type", "follow must be true or false");
+	if (pod && !cJSON_IsString(pod))
+		return bk_api_invalid("pod", "string_type", "pod must be a pod name");
+	if (last && !(cJSON_IsNumber(last) && last->valuedouble >= 0 && last->valuedouble <= BK_EVENTS_RING))
+		return bk_api_invalid("last", "int_type", "last must be a number of events, 0 to %d", BK_EVENTS_RING);
+	bool fol = cJSON_IsTrue(follow);
+	const char *podname = pod ? pod->valuestring : NULL;
+	uint64_t n = last ? (uint64_t)last->valuedouble : fol ? 0 : 50;
+	uint64_t head = bk_events_head();
+	uint64_t cur = head > n ? head - n : 0;
+
+	if (!fol) {
+		cJSON *body = cJSON_CreateObject();
+		cJSON *arr = cJSON_AddArrayToObject(body, "events");
+		uint64_t lost_total = 0;
+		char *line;
+		uint64_t lost;
+		while (cur < head && bk_events_next(&cur, &line, &lost, 0) == 1) {
+			lost_total += lost;
+			cJSON *ev = event_of(line, podname);
+			free(line);
+			if (ev)
+				cJSON_AddItemToArray(arr, ev);
+		}
+		cJSON_AddNumberToObject(body, "lost", (double)lost_total);
+		return bk_api_respond(200, body);
+	}
+	if (client_fd < 0)
+		return bk_api_error(400, "no_stream", "follow needs a connection to stream on");
+	cJSON *hello = cJSON_CreateObject();
+	cJSON_AddBoolToObject(hello, "following", true);
+	if (send_frame(client_fd, hello) < 0)
+		return NULL;
+	for (;;) {
+		char *line = NULL;
+		uint64_t lost = 0;
+		int r = bk_events_next(&cur, &line, &lost, 250);
+		if (lost) {
+			cJSON *l = cJSON_CreateObject();
+			cJSON_AddStringToObject(l, "event", "events_lost");
+			cJSON_AddNumberToObject(l, "lost", (double)lost);
+			if (send_frame(client_fd, l) < 0) {
+				free(line);
+				return NULL;
+			}
+		}
+		if (r == 1) {
+			cJSON *ev = event_of(line, podname);
+			free(line);
+			if (ev && send_frame(client_fd, ev) < 0)
+				return NULL;
+			continue;
+		}
+		if (bk_events_stopping()) {
+			cJSON *end = cJSON_CreateObject();
+			cJSON_AddStringToObject(end, "event", "end");
+			cJSON_AddStringToObject(end, "msg", "agent stopping");
+			send_frame(client_fd, end);
+			return NULL;
+		}
+		if (client_gone(client_fd))
+			return NULL;
+	}
 }

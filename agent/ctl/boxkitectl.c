@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "agent/ctl/local/local.h"
+#include "agent/ctl/ctl.h"
 #include "lib/proto.h"
 #include "lib/sign.h"
 #include "lib/util.h"
@@ -28,6 +29,7 @@ static void usage(FILE *f)
 		   "  inspect NAME\n"
 		   "  verify NAME [--hold S] [--json]\n"
 		   "  ready\n"
+		   "  events [--follow] [--pod NAME] [--json] [--last N]   execs, denials, self-test results\n"
 		   "  receipt pubkey                the node key that signs exec receipts (PEM)\n"
 		   "  receipt verify FILE [--pubkey PEM-FILE]   check a saved receipt (or exec response)\n"
 		   "  call --socket PATH OP [ARGS-JSON]   (raw request, for debugging)\n");
@@ -599,6 +601,8 @@ int main(int argc, char **argv)
 		return cmd_call(argc, argv);
 	if (streq(cmd, "receipt"))
 		return cmd_receipt(argc, argv);
+	if (streq(cmd, "events"))
+		return ctl_events(argc, argv, admin_socket);
 	usage(stderr);
 	return 2;
 }

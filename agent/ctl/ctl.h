@@ -6,3 +6,7 @@
  *   local/local.[ch]  local mode: sandbox pods run by runc in kubelet's
  *                     cgroup layout with CRI annotations (no Kubernetes) */
 #pragma once
+/*   events.c          boxkitectl events: the node's event stream */
+
+/* boxkitectl events [--follow] [--pod NAME] [--json] [--last N] */
+int ctl_events(int argc, char **argv, const char *admin_socket);

@@ -429,6 +429,14 @@ static void spawned(struct exec_ctx *x)
 	}
 }
 
+/* The command is in its cgroup with every layer set up (`boxkitectl events`). */
+static void log_started(struct exec_ctx *x)
+{
+	log_info("exec_start", LS("exec_id", x->res->exec_id), LS("pod", x->pod->pod_name),
+		 LS("namespace", x->pod->pod_namespace), LS("pod_uid", x->pod->pod_uid),
+		 LS("policy", x->res->policy[0] ? x->res->policy : NULL), LS("netns", x->fresh_netns ? "fresh" : "pod"));
+}
+
 /* The command's pid in the agent's pid namespace: the monitor's (pid's)
  * only child. 0 or -errno. */
 static int command_pid(pid_t monitor, pid_t *cmd)
@@ -659,5 +667,8 @@ int bk_step_spawn(struct exec_ctx *x)
 	close(steal_fd(&info_wr));
 	close(steal_fd(&out_wr));
 	close(steal_fd(&err_wr));
-	return wait_report(x, info_rd, (pid_t)pid);
+	int r = wait_report(x, info_rd, (pid_t)pid);
+	if (r == 0)
+		log_started(x);
+	return r;
 }

@@ -908,7 +908,7 @@ out:
 	EVP_MD_CTX_free(t.md);
 }
 
-static int watch(struct bk_engine *e, uint64_t cgid, struct bk_exec_result *res);
+static int watch(struct bk_engine *e, uint64_t cgid, struct bk_exec_result *res, const struct bk_pod *pod);
 
 int bk_step_bpf(struct exec_ctx *x)
 {
@@ -937,7 +937,7 @@ int bk_step_bpf(struct exec_ctx *x)
 		return bk_fail(&x->err, -ENOENT, NULL, "the exec cgroup does not carry every boxkite program after attach");
 	memcpy(res->progs, bk_filter_progs(f), sizeof(res->progs));
 	res->n_progs = BK_NPROGS;
-	x->watched = watch(x->e, x->cg.id, res) == 0;
+	x->watched = watch(x->e, x->cg.id, res, x->pod) == 0;
 	return 0;
 }
 
@@ -947,6 +947,7 @@ int bk_step_bpf(struct exec_ctx *x)
 struct bk_exec_slot {
 	uint64_t cgid;
 	struct bk_exec_result *res;
+	const struct bk_pod *pod; /* whose exec (for the denial's log line) */
 	pid_t pid; /* the exec's first process (host pid), 0 until spawned */
 };
 
@@ -993,10 +994,12 @@ static void on_event(const struct bk_event *ev, void *ud)
 	struct bk_engine *e = ud;
 	pthread_mutex_lock(&e->lock);
 	struct bk_exec_result *res = NULL;
+	const struct bk_pod *pod = NULL;
 	pid_t exec_pid = 0;
 	for (int i = 0; i < e->nslots; i++)
 		if (e->slots[i].cgid == ev->cgroup_id && e->slots[i].res) {
 			res = e->slots[i].res;
+			pod = e->slots[i].pod;
 			exec_pid = e->slots[i].pid;
 			break;
 		}
@@ -1006,6 +1009,7 @@ static void on_event(const struct bk_event *ev, void *ud)
 		return;
 	}
 	res->denied_total++;
+	int n0 = res->n_denied;
 	if (res->n_denied < BK_DENIED_MAX && ev->hook != BK_H_SOCK_CREATE) {
 		struct bk_denial *d = &res->denied[res->n_denied++];
 		memset(d, 0, sizeof(*d));
@@ -1026,6 +1030,13 @@ static void on_event(const struct bk_event *ev, void *ud)
 		snprintf(d->proto, sizeof(d->proto), "%s", ev->proto == IPPROTO_ICMP || ev->proto == IPPROTO_ICMPV6 ? "icmp" : "raw");
 		attribute(d, ev, exec_pid);
 		snprintf(d->reason, sizeof(d->reason), "%s", bk_reason_name(ev->reason));
+	}
+	/* as it happens (`boxkitectl events`), for the ones the receipt lists */
+	if (res->n_denied > n0) {
+		const struct bk_denial *d = &res->denied[res->n_denied - 1];
+		log_info("denied", LS("exec_id", res->exec_id), LS("pod", pod ? pod->pod_name : NULL),
+			 LS("namespace", pod ? pod->pod_namespace : NULL), LS("dst", d->dst), LI("port", d->port),
+			 LS("proto", d->proto), LS("reason", d->reason), LS("comm", d->comm));
 	}
 	pthread_mutex_unlock(&e->lock);
 }
@@ -1075,13 +1086,14 @@ void bk_filter_events_drain(struct bk_engine *e)
 		bk_filter_events_poll(e->filter, 0, on_event, e);
 }
 
-static int watch(struct bk_engine *e, uint64_t cgid, struct bk_exec_result *res)
+static int watch(struct bk_engine *e, uint64_t cgid, struct bk_exec_result *res, const struct bk_pod *pod)
 {
 	pthread_mutex_lock(&e->lock);
 	for (int i = 0; i < e->nslots; i++)
 		if (!e->slots[i].res) {
 			e->slots[i].cgid = cgid;
 			e->slots[i].res = res;
+			e->slots[i].pod = pod;
 			e->slots[i].pid = 0;
 			e->live++;
 			pthread_mutex_unlock(&e->lock);

@@ -12,6 +12,8 @@
  *               does not hold (at start and periodically)
  *   metrics.c   Prometheus text metrics and the readiness endpoint
  *               (metrics.h)
+ *   events.c    the node's event stream: exec start/end, denials,
+ *               self-test results, as logged (events.h)
  *
  * A report says what the kernel holds now (attached programs, the policy
  * map entry, cgroup limit files, the interfaces of an exec's namespace),

@@ -183,12 +183,7 @@ static void audit(const struct bk_pod *pod, const struct bk_exec_result *res, in
 		 LI("exit_code", res->exit_code), LS("netns", res->fresh_netns ? "fresh" : "pod"),
 		 LS("policy", res->policy), LB("bpf", res->n_progs == BK_NPROGS), LD("denied", res->denied_total));
 #undef EXEC_HEAD
-	for (int i = 0; i < res->n_denied; i++) {
-		const struct bk_denial *d = &res->denied[i];
-		log_info("denied", LS("exec_id", res->exec_id), LS("pod", pod->pod_name),
-			 LS("namespace", pod->pod_namespace), LS("dst", d->dst), LI("port", d->port), LS("proto", d->proto),
-			 LS("reason", d->reason));
-	}
+	/* each denial was logged as it happened (isolate/filter.c) */
 }
 
 /* ---- the node's exec budget, shared between pods --------------------------------------
