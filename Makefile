@@ -12,7 +12,10 @@ BPFTOOL   ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
 ARCH      := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 PREFIX    ?= /usr/local
-VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+# The version, from one place: the VERSION file, plus the commit when built
+# from git (0.1.0+g88f306a, .dirty with local changes); --version prints it.
+GITREV    := $(shell git describe --always --exclude='*' --dirty=.dirty 2>/dev/null)
+VERSION   := $(shell cat VERSION 2>/dev/null || echo 0.0.0)$(if $(GITREV),+g$(GITREV))
 
 PKGS      := libbpf libmnl libmicrohttpd libcjson openssl libpcre2-8
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
