@@ -108,7 +108,7 @@ static int command_help(const char *cmd, FILE *f)
 	for (const char *l = synopsis; *l;) {
 		const char *e = strchrnul(l, '\n');
 		if (e - l > 3 && l[2] != ' ')
-			in = (size_t)(e - l) > cl + 2 && memcmp(l + 2, cmd, cl) == 0 && (l[2 + cl] == ' ' || l[2 + cl] == '\n');
+			in = (size_t)(e - l) >= cl + 2 && memcmp(l + 2, cmd, cl) == 0 && (l + 2 + cl == e || l[2 + cl] == ' ');
 		if (in) {
 			fprintf(f, "%s%.*s\n", any ? "" : "usage: boxkitectl [--admin-socket PATH]\n", (int)(e - l), l);
 			any = true;
@@ -691,7 +691,7 @@ int main(int argc, char **argv)
 	argc -= i;
 	argv += i;
 	if (streq(cmd, "help")) {
-		if (argc < 2) {
+		if (argc < 2 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
 			usage(stdout);
 			return 0;
 		}
