@@ -12,7 +12,10 @@ BPFTOOL   ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
 ARCH      := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 PREFIX    ?= /usr/local
-VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+# The version, from one place: the VERSION file, plus the commit when built
+# from git (0.1.0+g88f306a, .dirty with local changes); --version prints it.
+GITREV    := $(shell git describe --always --exclude='*' --dirty=.dirty 2>/dev/null)
+VERSION   := $(shell cat VERSION 2>/dev/null || echo 0.0.0)$(if $(GITREV),+g$(GITREV))
 
 PKGS      := libbpf libmnl libmicrohttpd libcjson openssl libpcre2-8
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -54,7 +57,7 @@ BINS := $(BUILD)/boxkite-agent $(BUILD)/boxkite-shim $(BUILD)/boxkitectl
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps check check-kernels unit unit-bins e2e manifests demo demo-cri bench load fuzz install clean
+.PHONY: all deps check check-kernels unit unit-bins e2e manifests demo demo-cri bench load fuzz man ops install clean
 
 all: $(BINS) $(TOOL_BINS)
 
@@ -107,6 +110,13 @@ $(BUILD)/tests/%: tests/tools/%.c $(BUILD)/libbkcommon.a
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
+# The objects that print BK_VERSION are rebuilt when it changes (a commit,
+# VERSION): a stamp rewritten only when its text differs.
+VERSION_STAMP := $(BUILD)/version.stamp
+$(shell mkdir -p $(BUILD) && (echo '$(VERSION)' | cmp -s - $(VERSION_STAMP) || echo '$(VERSION)' > $(VERSION_STAMP)))
+VERSION_USERS := $(shell grep -l BK_VERSION $(LIB_SRCS) $(AGENT_SRCS) agent/main.c $(CTL_SRCS) $(SHIM_SRCS))
+$(VERSION_USERS:%.c=$(BUILD)/obj/%.o): $(VERSION_STAMP)
+
 # ---- tests -----------------------------------------------------------------
 unit: $(UNIT_BINS)
 	$(Q)tests/run-unit.sh $(UNIT_BINS)
@@ -150,9 +160,33 @@ bench: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BK_BIN=$(abspath build) scripts/bench.sh
 
-install: $(BINS)
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+# ---- operators: man pages, completion, unit --------------------------------
+# docs/man/*.scd (scdoc markup) -> build/man/*.8
+MAN_SRCS := $(wildcard docs/man/*.scd)
+MANS     := $(MAN_SRCS:docs/man/%.scd=build/man/%)
+SCDOC    ?= scdoc
+build/man/%: docs/man/%.scd
+	@mkdir -p $(@D)
+	$(Q)$(SCDOC) < $< > $@
+man: $(MANS)
+
+# the lane of make check for all of this (tests/ops/)
+ops: all man
+	$(Q)tests/ops/run.sh
+
+# Conventional layout under DESTDIR/PREFIX; the unit's ExecStart follows
+# PREFIX (the file says /usr/local/bin).
+BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+install: $(BINS) $(MANS)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(UNITDIR)
+	install -m 0755 $(BINS) $(DESTDIR)$(BINDIR)/
+	install -m 0644 $(MANS) $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 scripts/completion/boxkitectl.bash $(DESTDIR)$(BASHCOMPDIR)/boxkitectl
+	sed 's|/usr/local/bin/|$(BINDIR)/|g' deploy/systemd/boxkite-agent.service > $(DESTDIR)$(UNITDIR)/boxkite-agent.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/boxkite-agent.service
 
 clean:
 	rm -rf build

@@ -374,9 +374,26 @@ static int listen_unix(const char *path, mode_t mode)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: boxkite-agent [--config FILE] [--socket PATH] [--admin-socket PATH]\n"
-		   "                     [--state-dir DIR] [--bpffs DIR] [--runtime-root DIR]... [--metrics ADDR]\n"
-		   "                     [--check-config]\n");
+	static struct bk_config d; /* the defaults, as they are */
+	bk_config_defaults(&d);
+	fprintf(f,
+		"usage: boxkite-agent [--config FILE] [--socket PATH] [--admin-socket PATH]\n"
+		"                     [--state-dir DIR] [--bpffs DIR] [--runtime-root DIR]... [--metrics ADDR]\n"
+		"                     [--check-config]\n"
+		"       boxkite-agent --help | --version\n"
+		"options (flags override the config file):\n"
+		"  --config FILE        JSON config: profiles, layers, limits, self-test (read first)\n"
+		"  --socket PATH        the socket sandbox pods' shims connect to (default %s)\n"
+		"  --admin-socket PATH  the admin socket boxkitectl uses, mode 0600 (default %s)\n"
+		"  --state-dir DIR      node key and exec records (default %s)\n"
+		"  --bpffs DIR          where BPF objects are pinned (default %s)\n"
+		"  --runtime-root DIR   an OCI runtime state root to find pods in, repeatable\n"
+		"                       (default /run/containerd/runc/k8s.io and /run/runc)\n"
+		"  --metrics ADDR       IPv4:PORT serving /metrics and /readyz, or off (default %s)\n"
+		"  --check-config       parse the config, say what it means, exit\n"
+		"  --help               this text\n"
+		"  --version            the version\n",
+		d.socket, d.admin_socket, d.state_dir, d.bpffs, d.metrics);
 }
 
 /* Flags and the config file into agent.cfg; returns -1 to go on, else the
@@ -389,7 +406,7 @@ static int parse_args(int argc, char **argv, bool *check_only)
 		{ "admin-socket", required_argument, NULL, 'a' }, { "state-dir", required_argument, NULL, 'd' },
 		{ "bpffs", required_argument, NULL, 'b' },      { "runtime-root", required_argument, NULL, 'r' },
 		{ "metrics", required_argument, NULL, 'm' },    { "help", no_argument, NULL, 'h' },
-		{ "check-config", no_argument, NULL, 'C' },
+		{ "check-config", no_argument, NULL, 'C' },     { "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	char err[512] = "";
@@ -417,6 +434,7 @@ static int parse_args(int argc, char **argv, bool *check_only)
 			snprintf(roots[nroots++], sizeof(roots[0]), "%s", v);
 			break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("boxkite-agent %s\n", BK_VERSION); return 0;
 		case 'C': *check_only = true; break;
 		default: usage(stderr); return 2;
 		}

@@ -16,6 +16,9 @@ PKGS=(
   # the cri lane (tests/cri/): containerd with its CRI plugin, the CNI
   # plugins (/usr/lib/cni) and a gRPC client for /usr/bin/python3
   containerd containernetworking-plugins python3-grpcio python3-grpc-tools python3-protobuf
+  # the ops lane (tests/ops/): promtool for the alert rules, scdoc for the
+  # man pages, man-db to read them
+  prometheus scdoc man-db
 )
 
 missing=()
@@ -45,4 +48,9 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# only promtool is wanted from prometheus: a booted systemd starts the
+# server (port 9090) on install; stop it and keep it off
+if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
 check_grpc

@@ -312,12 +312,51 @@ static int open_listener(struct shim *s)
 	return 0;
 }
 
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: boxkite-shim\n"
+		"       boxkite-shim --help | --version\n"
+		"The in-pod HTTPS front of boxkite-agent; configured by the environment only:\n"
+		"  SIDECAR_AUTH_TOKEN_FILE    file holding the token (trailing newline stripped)\n"
+		"  SIDECAR_AUTH_TOKEN         the token itself, used when no file is named\n"
+		"  SIDECAR_TLS_CERT           PEM certificate (default %s/tls.crt)\n"
+		"  SIDECAR_TLS_KEY            PEM key (default %s/tls.key)\n"
+		"  SIDECAR_TLS_DISABLED       true: plain HTTP; anything else: TLS 1.3 required\n"
+		"  SIDECAR_LISTEN             IPv4:port or [IPv6]:port (default %s)\n"
+		"  BOXKITE_AGENT_SOCKET       the agent's socket (default %s)\n"
+		"  SIDECAR_SECRETS_DIR        granted secrets, one file each (default %s)\n"
+		"  SIDECAR_MAX_BODY           request body limit in bytes (default %u)\n"
+		"  SIDECAR_MAX_CONCURRENT     requests in flight before 429 (default %u)\n"
+		"  SIDECAR_MAX_CONNECTIONS    open connections (default 2 * concurrent + 8)\n"
+		"  SIDECAR_CONN_TIMEOUT       idle seconds per connection (default %u)\n"
+		"  SIDECAR_HEADER_TIMEOUT     seconds from accept to complete headers (default %u)\n"
+		"  SIDECAR_MAX_CONNECTIONS_PER_PEER  open connections of one peer (default connections - concurrent)\n"
+		"  SIDECAR_MAX_PENDING_PER_PEER      of those, half-open ones (default: the same)\n"
+		"  SIDECAR_DRAIN_TIMEOUT      seconds SIGTERM waits for requests in flight (default %u)\n"
+		"  SIDECAR_LOG_LEVEL          debug, info, warn or error (default info)\n"
+		"  SIDECAR_TOOL_CALL_LOCAL    true: /tool-call runs the agent's local tools\n"
+		"  BACKEND_URL                /tool-call's backend, http://host[:port][/prefix]\n"
+		"  RUNTIME_MODE               /health's runtime_mode (default k8s)\n",
+		SHIM_DEFAULT_TLS_DIR, SHIM_DEFAULT_TLS_DIR, SHIM_DEFAULT_LISTEN, SHIM_DEFAULT_AGENT_SOCKET,
+		SHIM_DEFAULT_SECRETS_DIR, SHIM_DEFAULT_MAX_BODY, SHIM_DEFAULT_MAX_CONCURRENT, SHIM_DEFAULT_CONN_TIMEOUT,
+		SHIM_HEADER_TIMEOUT_DEFAULT, SHIM_DEFAULT_DRAIN_TIMEOUT);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1) {
-		fprintf(stderr, "boxkite-shim %s: configured by environment only (see CLI.md); no arguments\n",
-			BK_VERSION);
-		return argc == 2 && (streq(argv[1], "--version") || streq(argv[1], "--help")) ? 0 : 2;
+		if (argc == 2 && streq(argv[1], "--version")) {
+			printf("boxkite-shim %s\n", BK_VERSION);
+			return 0;
+		}
+		if (argc == 2 && (streq(argv[1], "--help") || streq(argv[1], "-h"))) {
+			usage(stdout);
+			return 0;
+		}
+		fprintf(stderr, "boxkite-shim: takes no arguments (configured by the environment); "
+				"boxkite-shim --help lists the variables\n");
+		return 2;
 	}
 
 	log_setup(STDERR_FILENO, "boxkite-shim", "msg");

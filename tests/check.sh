@@ -44,6 +44,8 @@ lane e2e-asan env BK_BIN="$PWD/build/san" tests/run-e2e.sh
 [ -x tests/shim/run.sh ] && lane shim-asan env BK_BIN="$PWD/build/san" tests/shim/run.sh
 [ -x tests/contract/run.sh ] && lane contract env BK_BIN="$PWD/build" tests/contract/run.sh
 [ -x tests/manifests/run.sh ] && lane manifests tests/manifests/run.sh
+# operator files: alert rules, dashboard, man pages, --help/--version, completion, systemd unit
+[ -x tests/ops/run.sh ] && lane ops tests/ops/run.sh
 [ -x tests/valgrind.sh ] && lane valgrind env BK_BIN="$PWD/build" tests/valgrind.sh
 [ -x tests/fuzz/run.sh ] && lane fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-5}" tests/fuzz/run.sh
 

@@ -16,23 +16,147 @@
 
 static const char *admin_socket = "/run/boxkite/admin.sock";
 
+/* The synopsis of every command: `--help`, `help CMD` and the man page's
+ * test (tests/ops/) read their lines from here. A line "  WORD [word] ..."
+ * starts a command; deeper-indented lines continue it. */
+static const char synopsis[] =
+	"  sandbox create NAME [--policy P] [--dns ADDR] [--agent-socket PATH] [--shim-bin PATH]\n"
+	"                 [--shim-env NAME=VALUE]... [--memory BYTES] [--pids N] [--cpus X]\n"
+	"  sandbox delete NAME\n"
+	"  sandbox list\n"
+	"  exec NAME [--timeout S] [--json] [--] CMD [ARG...]\n"
+	"  status\n"
+	"  inspect NAME\n"
+	"  verify NAME [--hold S] [--json]\n"
+	"  ready\n"
+	"  events [--follow] [--pod NAME] [--json] [--last N]\n"
+	"  receipt pubkey\n"
+	"  receipt verify FILE [--pubkey PEM-FILE]\n"
+	"  call --socket PATH OP [ARGS-JSON]\n"
+	"  help [COMMAND]\n";
+
+/* What each command does, for `COMMAND --help` (the synopsis lines come
+ * from above). */
+static const struct {
+	const char *cmd, *about;
+} helps[] = {
+	{ "sandbox",
+	  "Local-mode sandbox pods, run by runc under /run/runc (root only).\n"
+	  "  create NAME   a pod network namespace, a sandbox container and a shim container;\n"
+	  "                prints one JSON object {\"name\",\"pod_uid\",\"url\",\"token_file\",\"pin\"}\n"
+	  "                (pin: sha256//<base64 SPKI hash>, for curl --pinnedpubkey)\n"
+	  "  delete NAME   removes everything create made\n"
+	  "  list          one line per local sandbox: NAME, pod_uid=..., url=...\n"
+	  "options of create:\n"
+	  "  --policy P            egress profile of the pod (boxkite.dev/egress-policy); default:\n"
+	  "                        the agent's default profile\n"
+	  "  --dns ADDR            nameserver of the pod's resolv.conf (default 10.96.0.10)\n"
+	  "  --agent-socket PATH   the agent's socket mounted into the pod (default\n"
+	  "                        /run/boxkite/agent.sock)\n"
+	  "  --shim-bin PATH       the boxkite-shim binary run in the pod (default: next to boxkitectl)\n"
+	  "  --shim-env NAME=VALUE a setting for the shim container, e.g. BACKEND_URL for /tool-call\n"
+	  "                        (repeatable, at most 8; overrides the defaults)\n"
+	  "  --memory BYTES        the pod's memory cap, K/M/G suffixes, at least 16M (default 4G)\n"
+	  "  --pids N              the pod's pids cap, at least 16 (default 4096)\n"
+	  "  --cpus X              the pod's CPU quota, 0.01 to 1024 (default: none)\n" },
+	{ "exec",
+	  "Runs CMD in sandbox NAME with exactly the isolation a shim request gets.\n"
+	  "Prints the command's stdout and stderr; exits with its exit code (125: the\n"
+	  "agent refused or could not run it).\n"
+	  "  --timeout S   seconds, 1 to 86400 (default: the agent's)\n"
+	  "  --json        print the whole exec response (with its signed receipt) instead\n" },
+	{ "status", "The agent's status as JSON: sandboxes, live execs, layers in force, self-test,\n"
+		    "denial counters, the node's receipt key.\n" },
+	{ "inspect", "Sandbox NAME's isolation report as JSON, read back from the kernel: BPF program\n"
+		     "ids and tags, pinned paths (usable with bpftool), namespaces, cgroups.\n" },
+	{ "verify",
+	  "Runs the isolation probes from inside NAME's isolation context (metadata endpoint,\n"
+	  "Kubernetes API, a pod address, a public address) and prints, per probe, the\n"
+	  "outcome, how fast it failed and which layer stopped it. Exit 0 only when every\n"
+	  "probe ended as the profile expects.\n"
+	  "  --hold S   keep the context this many seconds before tearing it down\n"
+	  "  --json     print the agent's answer as one JSON object\n" },
+	{ "ready", "Prints \"ready\" and exits 0 when the agent answers and its node self-test passed;\n"
+		   "\"not ready\" and exit 1 otherwise.\n" },
+	{ "events",
+	  "The node's event stream, as the agent logs it: execs starting and ending (exit,\n"
+	  "duration, layers), connections the BPF layer refused (destination, reason, process,\n"
+	  "exec), self-test results. Human-readable lines by default.\n"
+	  "  --follow, -f   stream new events until interrupted (or the agent stops)\n"
+	  "  --pod NAME     only that sandbox's events\n"
+	  "  --json         the agent's own JSON log lines\n"
+	  "  --last N       the N most recent first, 0 to 1024 (default 50; with --follow 0)\n" },
+	{ "receipt",
+	  "  pubkey        print the node key that signs exec receipts (PEM)\n"
+	  "  verify FILE   check a saved receipt (or a whole exec response): exit 0 valid,\n"
+	  "                1 invalid, 2 unreadable or no key to check with\n"
+	  "  --pubkey PEM-FILE   verify against this key instead of asking the agent\n" },
+	{ "call", "Sends one raw request {\"op\":OP,\"args\":ARGS-JSON} on the socket at PATH and prints\n"
+		  "the answer (for debugging).\n"
+		  "  --socket PATH   the agent socket to use (admin or pod-facing)\n" },
+	{ "help", "Prints the usage, or COMMAND's help.\n" },
+};
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: boxkitectl [--admin-socket PATH] COMMAND ...\n"
-		   "  sandbox create NAME [--policy P] [--dns ADDR] [--agent-socket PATH] [--shim-bin PATH]\n"
-		   "                 [--shim-env NAME=VALUE]...\n"
-		   "                 [--memory BYTES] [--pids N] [--cpus X]   the pod's caps (default 4G, 4096, none)\n"
-		   "  sandbox delete NAME\n"
-		   "  sandbox list\n"
-		   "  exec NAME [--timeout S] [--json] -- CMD [ARG...]\n"
-		   "  status\n"
-		   "  inspect NAME\n"
-		   "  verify NAME [--hold S] [--json]\n"
-		   "  ready\n"
-		   "  events [--follow] [--pod NAME] [--json] [--last N]   execs, denials, self-test results\n"
-		   "  receipt pubkey                the node key that signs exec receipts (PEM)\n"
-		   "  receipt verify FILE [--pubkey PEM-FILE]   check a saved receipt (or exec response)\n"
-		   "  call --socket PATH OP [ARGS-JSON]   (raw request, for debugging)\n");
+	fprintf(f,
+		"usage: boxkitectl [--admin-socket PATH] COMMAND [ARGS...]\n"
+		"       boxkitectl --version | --help | COMMAND --help\n"
+		"commands:\n%s"
+		"options:\n"
+		"  --admin-socket PATH   the agent's admin socket (default $BOXKITE_ADMIN_SOCKET,\n"
+		"                        else /run/boxkite/admin.sock)\n"
+		"  --help, -h            this text (COMMAND --help: that command's help)\n"
+		"  --version             the version\n",
+		synopsis);
+}
+
+/* `COMMAND --help`: its synopsis lines, then what it does. 0, or 2 for an
+ * unknown command. */
+static int command_help(const char *cmd, FILE *f)
+{
+	size_t cl = strlen(cmd);
+	bool any = false, in = false;
+	for (const char *l = synopsis; *l;) {
+		const char *e = strchrnul(l, '\n');
+		if (e - l > 3 && l[2] != ' ')
+			in = (size_t)(e - l) >= cl + 2 && memcmp(l + 2, cmd, cl) == 0 && (l + 2 + cl == e || l[2 + cl] == ' ');
+		if (in) {
+			fprintf(f, "%s%.*s\n", any ? "" : "usage: boxkitectl [--admin-socket PATH]\n", (int)(e - l), l);
+			any = true;
+		}
+		l = *e ? e + 1 : e;
+	}
+	if (!any) {
+		fprintf(stderr, "boxkitectl: no command \"%s\"; boxkitectl --help lists them\n", cmd);
+		return 2;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(helps); i++)
+		if (streq(helps[i].cmd, cmd))
+			fprintf(f, "\n%s", helps[i].about);
+	return 0;
+}
+
+/* Whether COMMAND's arguments ask for help: --help or -h before "--", and
+ * for exec only among its own options (after NAME, the command may have a
+ * --help of its own). */
+static bool wants_help(const char *cmd, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (streq(argv[i], "--"))
+			return false;
+		if (streq(argv[i], "--help") || streq(argv[i], "-h"))
+			return true;
+		if (streq(cmd, "exec") && i >= 2) {
+			if (streq(argv[i], "--timeout"))
+				i++;
+			else if (!streq(argv[i], "--json"))
+				return false;
+		}
+		if (streq(cmd, "call") && i >= 3)
+			return false;
+	}
+	return false;
 }
 
 /* One request on the admin socket; returns the parsed response or NULL. */
@@ -566,15 +690,18 @@ int main(int argc, char **argv)
 	if (env && env[0])
 		admin_socket = env;
 	int i = 1;
-	while (i < argc && startswith(argv[i], "--")) {
+	while (i < argc && startswith(argv[i], "-")) {
 		if (streq(argv[i], "--admin-socket") && i + 1 < argc) {
 			admin_socket = argv[i + 1];
 			i += 2;
-		} else if (streq(argv[i], "--help")) {
+		} else if (streq(argv[i], "--help") || streq(argv[i], "-h")) {
 			usage(stdout);
 			return 0;
+		} else if (streq(argv[i], "--version")) {
+			printf("boxkitectl %s\n", BK_VERSION);
+			return 0;
 		} else {
-			usage(stderr);
+			fprintf(stderr, "boxkitectl: unknown option %s; boxkitectl --help lists them\n", argv[i]);
 			return 2;
 		}
 	}
@@ -585,6 +712,15 @@ int main(int argc, char **argv)
 	const char *cmd = argv[i];
 	argc -= i;
 	argv += i;
+	if (streq(cmd, "help")) {
+		if (argc < 2 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
+			usage(stdout);
+			return 0;
+		}
+		return command_help(argv[1], stdout);
+	}
+	if (wants_help(cmd, argc, argv))
+		return command_help(cmd, stdout);
 	if (streq(cmd, "sandbox"))
 		return cmd_sandbox(argc, argv);
 	if (streq(cmd, "exec"))
@@ -603,6 +739,6 @@ int main(int argc, char **argv)
 		return cmd_receipt(argc, argv);
 	if (streq(cmd, "events"))
 		return ctl_events(argc, argv, admin_socket);
-	usage(stderr);
+	fprintf(stderr, "boxkitectl: no command \"%s\"; boxkitectl --help lists them\n", cmd);
 	return 2;
 }

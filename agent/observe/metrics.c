@@ -65,6 +65,8 @@ static int count_sandbox(const struct bk_container_info *ci, void *ud)
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
+static int64_t started_at; /* unix seconds, set once at start (bk_metrics_start) */
+
 /* The counters one view shows: the node's (--metrics) or one pod's. */
 struct counts {
 	uint64_t execs[4]; /* completed, timeout, isolation_failed, refused_node_unsafe */
@@ -186,6 +188,9 @@ char *bk_metrics_text(struct bk_agent *a, const struct bk_pod *only)
 	put(&b, "# HELP boxkite_selftest_failures_total Self-test runs that failed.\n"
 		"# TYPE boxkite_selftest_failures_total counter\n");
 	put(&b, "boxkite_selftest_failures_total %llu\n", (unsigned long long)LOAD(a->selftest_failures));
+	put(&b, "# HELP boxkite_start_time_seconds Unix time the agent started (a change is a restart).\n"
+		"# TYPE boxkite_start_time_seconds gauge\n");
+	put(&b, "boxkite_start_time_seconds %lld\n", (long long)started_at);
 	return b.p;
 }
 
@@ -223,6 +228,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 
 int bk_metrics_start(struct bk_agent *a, const char *addr, char *err, size_t errlen)
 {
+	started_at = (int64_t)time(NULL);
 	if (!addr[0] || streq(addr, "off"))
 		return 0;
 	char host[64];

@@ -137,6 +137,18 @@ met=$(nsenter --net="/run/netns/$(sb ob1 client_netns)" curl -sk --max-time 5 --
 check "GET /metrics through the shim: Prometheus text" grep -q '^boxkite_execs_total{outcome="completed"}' <<< "$met"
 check "  ... with this pod's denial series only" sh -c "echo '$met' | grep '^boxkite_denials_total' | grep -q 'pod=\"ob1\"' && ! echo '$met' | grep '^boxkite_denials_total' | grep -vq 'pod=\"ob1\"'"
 
+# --- deploy/monitoring's rules and dashboard query only what these scrapes hold ------
+printf '%s\n' "$met" > "$T/shim-metrics.txt"
+st=$(sed -n 's/^boxkite_start_time_seconds //p' "$T/metrics.txt")
+check "boxkite_start_time_seconds is the agent's start, a wall-clock time ($st, now $(date +%s))" \
+	sh -c "[ -n '$st' ] && [ '$st' -le $(date +%s) ] && [ '$st' -ge $(( $(date +%s) - 3600 )) ]"
+MON=$(cd "$(dirname "$0")/../.." && pwd)
+/usr/bin/python3 "$MON/tests/ops/metric_names.py" --scrape "$T/metrics.txt" --scrape "$T/shim-metrics.txt" \
+	"$MON/deploy/monitoring/boxkite-rules.yaml" "$MON/deploy/monitoring/boxkite-dashboard.json" > "$T/names.txt" 2>&1
+names_rc=$?
+check "alert rules and dashboard reference only metrics of the live scrapes ($(tr '\n' ';' < "$T/names.txt"))" \
+	test "$names_rc" -eq 0
+
 # --- a pod's /metrics holds only its own series (issue 13) ---------------------------
 pod_metrics() {
 	printf 'X-Sidecar-Auth-Token: %s\n' "$(cat "$(sb "$1" token_file)")" > "$T/hdr-$1"
