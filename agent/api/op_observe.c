@@ -194,6 +194,20 @@ static cJSON *pod_report_json(const struct bk_pod_report *r)
 	cJSON *den = cJSON_AddObjectToObject(o, "denials");
 	for (int i = 0; i < r->n_denials; i++)
 		cJSON_AddNumberToObject(den, r->denials[i].reason, (double)r->denials[i].count);
+	cJSON *u = cJSON_AddObjectToObject(o, "usage");
+	add_value(u, "pids_current", &r->pod_pids_current);
+	add_value(u, "pids_max", &r->pod_pids_max);
+	add_value(u, "memory_current", &r->pod_memory_current);
+	add_value(u, "memory_max", &r->pod_memory_max);
+	if (r->have_counts) {
+		cJSON_AddNumberToObject(u, "execs_total", (double)r->execs_total);
+		cJSON_AddNumberToObject(u, "execs_live", (double)r->execs_live);
+		cJSON_AddNumberToObject(u, "denied_total", (double)r->denied_total);
+	} else {
+		cJSON_AddNumberToObject(u, "execs_total", 0);
+		cJSON_AddNumberToObject(u, "execs_live", 0);
+		cJSON_AddNumberToObject(u, "denied_total", 0);
+	}
 	return o;
 }
 

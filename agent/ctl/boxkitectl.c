@@ -30,6 +30,7 @@ static const char synopsis[] =
 	"  verify NAME [--hold S] [--json]\n"
 	"  ready\n"
 	"  events [--follow] [--pod NAME] [--json] [--last N]\n"
+	"  top [--interval S] [-n N] [--json]\n"
 	"  receipt pubkey\n"
 	"  receipt verify FILE [--pubkey PEM-FILE]\n"
 	"  call --socket PATH OP [ARGS-JSON]\n"
@@ -86,6 +87,13 @@ static const struct {
 	  "  --pod NAME     only that sandbox's events\n"
 	  "  --json         the agent's own JSON log lines\n"
 	  "  --last N       the N most recent first, 0 to 1024 (default 50; with --follow 0)\n" },
+	{ "top",
+	  "Per sandbox: live execs, execs/s and denials/s (between two reads of the agent's\n"
+	  "status) and the pod cgroup's memory and pids in use against its caps (read from\n"
+	  "the cgroup files by the agent). Refreshes until interrupted.\n"
+	  "  --interval S   seconds between screens, 0.1 to 3600 (default 2)\n"
+	  "  -n N           stop after N screens\n"
+	  "  --json         one JSON object per screen instead of the table\n" },
 	{ "receipt",
 	  "  pubkey        print the node key that signs exec receipts (PEM)\n"
 	  "  verify FILE   check a saved receipt (or a whole exec response): exit 0 valid,\n"
@@ -739,6 +747,8 @@ int main(int argc, char **argv)
 		return cmd_receipt(argc, argv);
 	if (streq(cmd, "events"))
 		return ctl_events(argc, argv, admin_socket);
+	if (streq(cmd, "top"))
+		return ctl_top(argc, argv, admin_socket);
 	fprintf(stderr, "boxkitectl: no command \"%s\"; boxkitectl --help lists them\n", cmd);
 	return 2;
 }

@@ -10,3 +10,7 @@
 
 /* boxkitectl events [--follow] [--pod NAME] [--json] [--last N] */
 int ctl_events(int argc, char **argv, const char *admin_socket);
+/*   top.c             boxkitectl top: per sandbox usage and rates */
+
+/* boxkitectl top [--interval S] [-n N] [--json] */
+int ctl_top(int argc, char **argv, const char *admin_socket);

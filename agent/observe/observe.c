@@ -326,6 +326,34 @@ static void read_cgroup_layer(struct bk_agent *a, const struct bk_pod *p, struct
 		 stat(d, &st) == 0 && S_ISDIR(st.st_mode))
 		o->cg.memory = "v1";
 	o->layer_cgroup = o->cg.opened && o->cg.pids && o->cg.memory;
+	/* what the pod uses now, against its caps (boxkitectl top) */
+	if (o->cg.pids && streq(o->cg.pids, "v2")) {
+		read_value(&o->pod_pids_current, o->cg.path, "pids.current");
+		read_value(&o->pod_pids_max, o->cg.path, "pids.max");
+	} else if (o->cg.pids) {
+		snprintf(d, sizeof(d), "%s%s", m->pids, p->pod_v2);
+		read_value(&o->pod_pids_current, d, "pids.current");
+		read_value(&o->pod_pids_max, d, "pids.max");
+	}
+	if (o->cg.memory && streq(o->cg.memory, "v2")) {
+		read_value(&o->pod_memory_current, o->cg.path, "memory.current");
+		read_value(&o->pod_memory_max, o->cg.path, "memory.max");
+	} else if (o->cg.memory) {
+		snprintf(d, sizeof(d), "%s%s", m->memory, p->pod_v2);
+		read_value(&o->pod_memory_current, d, "memory.usage_in_bytes");
+		read_value(&o->pod_memory_max, d, "memory.limit_in_bytes");
+	}
+	pthread_mutex_lock(&a->stats_lock);
+	for (int i = 0; i < a->n_pods; i++) {
+		const struct bk_pod_stats *ps = &a->pods[i];
+		if (streq(ps->pod, p->pod_name) && streq(ps->ns, p->pod_namespace)) {
+			o->have_counts = true;
+			o->execs_total = ps->execs[0] + ps->execs[1] + ps->execs[2] + ps->execs[3];
+			o->execs_live = ps->live;
+			o->denied_total = ps->denied;
+		}
+	}
+	pthread_mutex_unlock(&a->stats_lock);
 }
 
 /* The BPF layer: each of the six pins holds the program the agent loaded,

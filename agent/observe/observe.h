@@ -142,6 +142,13 @@ struct bk_pod_report {
 	size_t n_execs;
 	struct bk_obs_denials denials[BK_MAX_DENY_SERIES];
 	int n_denials;
+	/* the pod's own cgroup now (v2 files, or the v1 hierarchy holding the
+	 * controller): pids.current/pids.max, memory.current/memory.max (v1:
+	 * memory.usage_in_bytes/memory.limit_in_bytes) */
+	struct bk_obs_value pod_pids_current, pod_pids_max, pod_memory_current, pod_memory_max;
+	/* the agent's counters of this pod's execs (since it started) */
+	bool have_counts;
+	uint64_t execs_total, execs_live, denied_total;
 };
 
 /* The isolation of one sandbox pod, from the kernel. with_node_objects:
