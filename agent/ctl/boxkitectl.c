@@ -20,6 +20,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: boxkitectl [--admin-socket PATH] COMMAND ...\n"
 		   "  sandbox create NAME [--policy P] [--dns ADDR] [--agent-socket PATH] [--shim-bin PATH]\n"
 		   "                 [--memory BYTES] [--pids N] [--cpus X]   the pod's caps (default 4G, 4096, none)\n"
+		   "                 [--wait S | --no-wait]   wait for the shim to reach the agent (default 10 s)\n"
 		   "  sandbox delete NAME\n"
 		   "  sandbox list\n"
 		   "  exec NAME [--timeout S] [--json] -- CMD [ARG...]\n"
@@ -369,6 +370,17 @@ static void default_shim_bin(char *buf, size_t len)
 	snprintf(buf, len, "/usr/local/bin/boxkite-shim");
 }
 
+/* path made absolute against the working directory (it need not exist). */
+static int abs_path(const char *path, char *out, size_t len)
+{
+	char cwd[PATH_MAX];
+	if (path[0] == '/')
+		return snprintf(out, len, "%s", path) < (int)len ? 0 : -ENAMETOOLONG;
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	return snprintf(out, len, "%s/%s", cwd, path) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
 /* A size in bytes with an optional K, M or G suffix (powers of 1024). */
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -398,11 +410,20 @@ static int cmd_sandbox(int argc, char **argv)
 	}
 	char shim[PATH_MAX];
 	default_shim_bin(shim, sizeof(shim));
-	struct local_opts o = { .agent_socket = "/run/boxkite/agent.sock", .shim_bin = shim, .runc_root = "/run/runc",
-				.memory = 4ull << 30, .pids = 4096 };
+	struct local_opts o = { .agent_socket = "/run/boxkite/pods/agent.sock", .shim_bin = shim, .runc_root = "/run/runc",
+				.memory = 4ull << 30, .pids = 4096, .wait_s = 10 };
 	const char *name = NULL;
 	for (int i = 2; i < argc; i++) {
-		if (streq(argv[i], "--policy") && i + 1 < argc)
+		if (streq(argv[i], "--no-wait"))
+			o.wait_s = 0;
+		else if (streq(argv[i], "--wait") && i + 1 < argc) {
+			uint64_t v;
+			if (parse_u64(argv[++i], &v) < 0 || v == 0 || v > 3600) {
+				fprintf(stderr, "boxkitectl: --wait takes seconds (1-3600); --no-wait does not wait\n");
+				return 2;
+			}
+			o.wait_s = (unsigned)v;
+		} else if (streq(argv[i], "--policy") && i + 1 < argc)
 			o.policy = argv[++i];
 		else if (streq(argv[i], "--dns") && i + 1 < argc)
 			o.dns = argv[++i];
@@ -432,19 +453,46 @@ static int cmd_sandbox(int argc, char **argv)
 		else if (!name && argv[i][0] != '-')
 			name = argv[i];
 		else {
-			usage(stderr);
+			fprintf(stderr, "boxkitectl: sandbox %s: unexpected %s%s: see boxkitectl --help\n", argv[1], argv[i],
+				argv[i][0] == '-' && i + 1 == argc ? " (missing its value?)" : "");
 			return 2;
 		}
 	}
+	if (!streq(argv[1], "create") && !streq(argv[1], "delete") && !streq(argv[1], "list")) {
+		fprintf(stderr, "boxkitectl: no sandbox command %s: use sandbox create, delete or list\n", argv[1]);
+		return 2;
+	}
 	if (geteuid() != 0) {
-		fprintf(stderr, "boxkitectl: local sandboxes need root\n");
+		fprintf(stderr, "boxkitectl: local sandboxes need root: run boxkitectl sandbox %s as root\n", argv[1]);
 		return 1;
 	}
 	if (streq(argv[1], "list"))
 		return local_list() < 0;
 	if (!name) {
-		usage(stderr);
+		fprintf(stderr, "boxkitectl: sandbox %s needs a NAME: boxkitectl sandbox %s NAME\n", argv[1], argv[1]);
 		return 2;
+	}
+	/* runc runs elsewhere (its own working directory, the container's
+	 * mount namespace): every host path it is given is absolute */
+	char shim_abs[PATH_MAX], sock_abs[PATH_MAX];
+	if (streq(argv[1], "create")) {
+		if (!realpath(o.shim_bin, shim_abs)) {
+			fprintf(stderr, "boxkitectl: shim binary %s: %s: pass --shim-bin PATH (make builds build/boxkite-shim)\n",
+				o.shim_bin, strerror(errno));
+			return 1;
+		}
+		o.shim_bin = shim_abs;
+		if (abs_path(o.agent_socket, sock_abs, sizeof(sock_abs)) < 0) {
+			fprintf(stderr, "boxkitectl: --agent-socket %s: path too long or no working directory\n", o.agent_socket);
+			return 2;
+		}
+		o.agent_socket = sock_abs;
+		struct stat st;
+		if (o.wait_s && (stat(o.agent_socket, &st) < 0 || !S_ISSOCK(st.st_mode))) {
+			fprintf(stderr, "boxkitectl: no agent socket at %s: start boxkite-agent first (or pass --agent-socket "
+				"PATH, or --no-wait to create the sandbox anyway)\n", o.agent_socket);
+			return 1;
+		}
 	}
 	if (streq(argv[1], "create"))
 		return local_create(name, &o) < 0;

@@ -17,6 +17,9 @@ struct local_opts {
 	uint64_t memory;
 	uint64_t pids;
 	uint64_t cpus_milli;
+	/* seconds create waits for the shim's /health to say the agent is
+	 * connected (0: return as soon as runc started the containers) */
+	unsigned wait_s;
 };
 
 int local_create(const char *name, const struct local_opts *o);
