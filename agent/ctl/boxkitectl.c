@@ -38,7 +38,9 @@ static cJSON *admin_call(const char *sock, const char *op, cJSON *args, int *sta
 {
 	int fd = bk_connect(sock);
 	if (fd < 0) {
-		fprintf(stderr, "boxkitectl: cannot reach the agent at %s: %s\n", sock, strerror(-fd));
+		fprintf(stderr, "boxkitectl: cannot reach the agent at %s: %s: %s\n", sock, strerror(-fd),
+			fd == -EACCES || fd == -EPERM ? "the admin socket is root's, run boxkitectl as root"
+						      : "is boxkite-agent running? (another agent: --admin-socket PATH)");
 		cJSON_Delete(args);
 		return NULL;
 	}
@@ -53,14 +55,15 @@ static cJSON *admin_call(const char *sock, const char *op, cJSON *args, int *sta
 	free(txt);
 	close(fd);
 	if (r < 0) {
-		fprintf(stderr, "boxkitectl: agent request failed: %s\n", r == -ECONNRESET ? "connection closed" : strerror(-r));
+		fprintf(stderr, "boxkitectl: agent request failed: %s: see the agent's log\n",
+			r == -ECONNRESET ? "connection closed" : strerror(-r));
 		return NULL;
 	}
 	cJSON *o = cJSON_ParseWithLength(resp, rl);
 	free(resp);
 	const cJSON *st = o ? cJSON_GetObjectItemCaseSensitive(o, "status") : NULL;
 	if (!cJSON_IsNumber(st)) {
-		fprintf(stderr, "boxkitectl: malformed answer from the agent\n");
+		fprintf(stderr, "boxkitectl: malformed answer from %s: is it a boxkite-agent's admin socket?\n", sock);
 		cJSON_Delete(o);
 		return NULL;
 	}

@@ -62,7 +62,7 @@ check "admin socket is mode 0600" test "$(stat -c %a "$T/admin.sock")" = 600
 setpriv --reuid=65534 --regid=65534 --clear-groups "$CTL" --admin-socket "$T/admin.sock" status > /dev/null 2> "$T/nobody.err"
 rc=$?
 check "non-root cannot use the admin socket (exit $rc: $(head -c 200 "$T/nobody.err"))" \
-	sh -c "test $rc != 0 && grep -qx 'boxkitectl: cannot reach the agent at $T/admin.sock: Permission denied' '$T/nobody.err'"
+	sh -c "test $rc != 0 && grep -qx 'boxkitectl: cannot reach the agent at $T/admin.sock: Permission denied: the admin socket is root.s, run boxkitectl as root' '$T/nobody.err'"
 
 # Malformed frames get a clear error and the agent survives
 py() { in_cgroup_of "$(container_cg ida shim_container_id)" python3 - "$SOCK" "$@"; }

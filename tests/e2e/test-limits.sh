@@ -42,7 +42,7 @@ t1=$(ms)
 check "during the flood boxkitectl status answers ($((t1 - t0)) ms)" \
 	test "$st" = true -a $((t1 - t0)) -lt "$(scaled_ms 3000)"
 t0=$(ms)
-st=$(timeout 20 bash -c "$(declare -f call_as in_cgroup_of container_cg sb); T=$T; CG2=$CG2; CTL=$CTL; \
+st=$(timeout 20 bash -c "$(declare -f call_as in_cgroup_of container_cg sb); T=$T; SOCK=$SOCK; CG2=$CG2; CTL=$CTL; \
 	call_as limb shim_container_id exec '{\"command\":\"echo alive\"}'" 2>&1 | jq -r .body.stdout 2>/dev/null)
 t1=$(ms)
 check "during the flood another pod's exec runs ($((t1 - t0)) ms)" \

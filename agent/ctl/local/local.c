@@ -870,6 +870,8 @@ int local_create(const char *name, const struct local_opts *o)
 	}
 	/* ready means ready: the first request through the shim finds the
 	 * agent. Not ready in time: the sandbox stays, for its logs. */
+	close(lk); /* the pod is made: other creates need not wait for this one's shim */
+	lk = -1;
 	enum shim_state st = o->wait_s ? wait_shim(&pd, pin, o->wait_s) : SHIM_CONNECTED;
 	if (st != SHIM_CONNECTED) {
 		if (st == SHIM_NO_AGENT)
