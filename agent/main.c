@@ -434,24 +434,26 @@ static int setup_dirs(const struct bk_config *c, char *err, size_t errlen)
 	snprintf(pods, sizeof(pods), "%s", dirname(tmp));
 	snprintf(tmp, sizeof(tmp), "%s", c->admin_socket);
 	snprintf(admin, sizeof(admin), "%s", dirname(tmp));
-	int r = own_dir(c->state_dir, 0700, false, err, errlen);
-	if (r == 0)
-		r = own_dir(pods, 0755, true, err, errlen);
-	if (r == 0 && (r = mkdir_p(admin, 0755)) < 0)
-		bk_fail_buf(err, errlen, r, "cannot create %s: %s", admin, strerror(-r));
-	if (r < 0)
-		return r;
+	const char *mk[] = { admin, pods };
+	for (int i = 0; i < 2; i++) {
+		int r = mkdir_p(mk[i], 0755);
+		if (r < 0)
+			return bk_fail_buf(err, errlen, r, "cannot create %s: %s", mk[i], strerror(-r));
+	}
 	/* the pods' directory holds the agent socket only: never the admin
-	 * socket, never the state (a pod would see them) */
+	 * socket, never the state (a pod would see them); checked before any
+	 * mode changes */
 	struct stat ps;
 	if (stat(pods, &ps) < 0)
 		return bk_fail_buf(err, errlen, -errno, "%s: %s", pods, strerror(errno));
-	if (at_or_below(admin, &ps) || at_or_below(c->state_dir, &ps))
+	bool has_admin = at_or_below(admin, &ps);
+	if (has_admin || at_or_below(c->state_dir, &ps))
 		return bk_fail_buf(err, errlen, -EINVAL,
 				   "the agent socket's directory %s would also show sandbox pods the %s: give --socket a "
 				   "directory of its own (default /run/boxkite/pods/agent.sock)",
-				   pods, at_or_below(admin, &ps) ? "admin socket" : "state directory");
-	return 0;
+				   pods, has_admin ? "admin socket" : "state directory");
+	int r = own_dir(c->state_dir, 0700, false, err, errlen);
+	return r < 0 ? r : own_dir(pods, 0755, true, err, errlen);
 }
 
 static void usage(FILE *f)

@@ -456,8 +456,13 @@ static int cmd_sandbox(int argc, char **argv)
 		else if (!name && argv[i][0] != '-')
 			name = argv[i];
 		else {
-			fprintf(stderr, "boxkitectl: sandbox %s: unexpected %s%s: see boxkitectl --help\n", argv[1], argv[i],
-				argv[i][0] == '-' && i + 1 == argc ? " (missing its value?)" : "");
+			static const char *const valued[] = { "--policy", "--dns", "--agent-socket", "--shim-bin", "--memory",
+							      "--pids", "--cpus", "--wait", NULL };
+			bool needs_value = false;
+			for (int k = 0; valued[k]; k++)
+				needs_value |= streq(argv[i], valued[k]);
+			fprintf(stderr, "boxkitectl: sandbox %s: %s %s: see boxkitectl --help\n", argv[1],
+				needs_value ? "missing the value of" : "unexpected", argv[i]);
 			return 2;
 		}
 	}
