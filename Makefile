@@ -143,9 +143,10 @@ check-kernels: deps
 fuzz: deps
 	$(Q)FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) tests/fuzz/run.sh
 
+# the node's default paths and pins: one at a time with the tests that use them
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)BK_BIN=$(abspath build) scripts/demo.sh
+	$(Q)flock /tmp/bk-e2e.lock env BK_BIN=$(abspath build) scripts/demo.sh
 
 # the same story on containerd + CRI + CNI (tests/cri/, README "On a real runtime")
 demo-cri: deps

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <getopt.h>
+#include <limits.h>
 #include <libgen.h>
 #include <poll.h>
 #include <pthread.h>
@@ -372,6 +373,90 @@ static int listen_unix(const char *path, mode_t mode)
 	return fd;
 }
 
+/* ---- the agent's directories --------------------------------------------------------------
+ *
+ * Set on every start, whatever existed before (a directory left with other
+ * modes, another owner, by an older agent or by hand): the directory of the
+ * agent socket (the pods' directory: the only thing a sandbox pod mounts)
+ * 0755 root, the state directory 0700 root. Parents the agent creates are
+ * 0755; existing ones are left as they are (a pod mounts its directory, it
+ * never walks the host's path to it). */
+
+/* path as a directory of the agent's: made if missing (parents 0755),
+ * owned by root, mode exactly mode. */
+static int own_dir(const char *path, mode_t mode, bool refuse_shared, char *err, size_t errlen)
+{
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof(parent), "%s", path);
+	int r = mkdir_p(dirname(parent), 0755);
+	if (r == 0 && mkdir(path, mode) < 0 && errno != EEXIST)
+		r = -errno;
+	_cleanup_close_ int fd = r < 0 ? -1 : open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (r == 0 && fd < 0)
+		r = -errno;
+	struct stat st;
+	if (r == 0 && fstat(fd, &st) < 0)
+		r = -errno;
+	if (r < 0)
+		return bk_fail_buf(err, errlen, r, "cannot create %s: %s", path, strerror(-r));
+	if (refuse_shared && (st.st_mode & S_ISVTX))
+		return bk_fail_buf(err, errlen, -EINVAL,
+				   "%s is a shared directory (sticky bit): give the agent socket a directory of its own "
+				   "(default /run/boxkite/pods/agent.sock)", path);
+	if ((st.st_uid != 0 || st.st_gid != 0) && fchown(fd, 0, 0) < 0)
+		r = -errno;
+	if (r == 0 && (st.st_mode & 07777) != mode && fchmod(fd, mode) < 0)
+		r = -errno;
+	if (r < 0)
+		return bk_fail_buf(err, errlen, r, "cannot set %s to root, mode %04o: %s", path, (unsigned)mode, strerror(-r));
+	return 0;
+}
+
+/* Whether dir, or any of its parents, is the directory st names. */
+static bool at_or_below(const char *dir, const struct stat *st)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s", dir);
+	for (;;) {
+		struct stat s;
+		if (stat(p, &s) == 0 && s.st_dev == st->st_dev && s.st_ino == st->st_ino)
+			return true;
+		if (streq(p, "/") || streq(p, "."))
+			return false;
+		char *d = dirname(p);
+		memmove(p, d, strlen(d) + 1);
+	}
+}
+
+static int setup_dirs(const struct bk_config *c, char *err, size_t errlen)
+{
+	char pods[PATH_MAX], admin[PATH_MAX], tmp[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s", c->socket);
+	snprintf(pods, sizeof(pods), "%s", dirname(tmp));
+	snprintf(tmp, sizeof(tmp), "%s", c->admin_socket);
+	snprintf(admin, sizeof(admin), "%s", dirname(tmp));
+	const char *mk[] = { admin, pods };
+	for (int i = 0; i < 2; i++) {
+		int r = mkdir_p(mk[i], 0755);
+		if (r < 0)
+			return bk_fail_buf(err, errlen, r, "cannot create %s: %s", mk[i], strerror(-r));
+	}
+	/* the pods' directory holds the agent socket only: never the admin
+	 * socket, never the state (a pod would see them); checked before any
+	 * mode changes */
+	struct stat ps;
+	if (stat(pods, &ps) < 0)
+		return bk_fail_buf(err, errlen, -errno, "%s: %s", pods, strerror(errno));
+	bool has_admin = at_or_below(admin, &ps);
+	if (has_admin || at_or_below(c->state_dir, &ps))
+		return bk_fail_buf(err, errlen, -EINVAL,
+				   "the agent socket's directory %s would also show sandbox pods the %s: give --socket a "
+				   "directory of its own (default /run/boxkite/pods/agent.sock)",
+				   pods, has_admin ? "admin socket" : "state directory");
+	int r = own_dir(c->state_dir, 0700, false, err, errlen);
+	return r < 0 ? r : own_dir(pods, 0755, true, err, errlen);
+}
+
 static void usage(FILE *f)
 {
 	static struct bk_config d; /* the defaults, as they are */
@@ -642,12 +727,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "boxkite-agent: another boxkite-agent is running with pins in %s\n", c->bpffs);
 		return 1;
 	}
-	r = mkdir_p(c->state_dir, 0700);
-	if (r < 0) {
-		fprintf(stderr, "boxkite-agent: cannot create state dir %s: %s\n", c->state_dir, strerror(-r));
+	char err[512] = "";
+	if (setup_dirs(c, err, sizeof(err)) < 0) {
+		fprintf(stderr, "boxkite-agent: %s\n", err);
 		return 1;
 	}
-	char err[512] = "";
 	char keypath[sizeof(c->state_dir) + 16];
 	snprintf(keypath, sizeof(keypath), "%s/node.key", c->state_dir);
 	bool key_created = false;

@@ -25,10 +25,10 @@ cleanup() {
 }
 trap cleanup EXIT
 [ -n "${BENCH_KEEP_LOG:-}" ] && trap 'cp "$D/agent.log" "$BENCH_KEEP_LOG"; cleanup' EXIT
-"$BK_BIN/boxkite-agent" --socket "$D/agent.sock" --admin-socket "$D/admin.sock" --state-dir "$D/state" --metrics 127.0.0.1:0 > "$D/agent.log" 2>&1 &
+"$BK_BIN/boxkite-agent" --socket "$D/pods/agent.sock" --admin-socket "$D/admin.sock" --state-dir "$D/state" --metrics 127.0.0.1:0 > "$D/agent.log" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 100); do [ -S "$D/admin.sock" ] && break; sleep 0.05; done
-"$BK_BIN/boxkitectl" sandbox create "$NAME" --agent-socket "$D/agent.sock" --shim-bin "$BK_BIN/boxkite-shim" > "$D/sb.json"
+"$BK_BIN/boxkitectl" sandbox create "$NAME" --agent-socket "$D/pods/agent.sock" --shim-bin "$BK_BIN/boxkite-shim" > "$D/sb.json"
 SID=$(jq -r .sandbox_container_id "$D/sb.json")
 B=$BK_BIN/tests/bk-bench
 

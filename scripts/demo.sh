@@ -4,36 +4,57 @@
 # report, and tear everything down again.
 set -euo pipefail
 BK_BIN=${BK_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
-D=$(mktemp -d /run/boxkite-demo-XXXXXX)
-chmod 755 "$D"
+# the demo's own files (logs, the create's JSON); the agent and the sandbox
+# use the node's default paths, as a user's would: /run/boxkite/pods/agent.sock
+# (the shims'), /run/boxkite/admin.sock, /run/boxkite/state, pins under
+# /sys/fs/bpf/boxkite. What the demo made there goes again at the end;
+# what was there before stays.
+D=$(mktemp -d /tmp/boxkite-demo-XXXXXX)
 NAME=demo-$$
 AGENT_PID=
+CG2=$(findmnt -t cgroup2 -n -o TARGET | head -1)
+KEEP=()
+for p in /run/boxkite/pods /run/boxkite/state /run/boxkite /sys/fs/bpf/boxkite "$CG2/boxkite-keepalive"; do
+	[ -e "$p" ] && KEEP+=("$p")
+done
+kept() { local k; for k in "${KEEP[@]}"; do [ "$k" = "$1" ] && return 0; done; return 1; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 cleanup() {
 	set +e
 	"$BK_BIN/boxkitectl" sandbox delete "$NAME" >/dev/null 2>&1
 	if [ -n "$AGENT_PID" ]; then kill -TERM "$AGENT_PID"; wait "$AGENT_PID"; fi
+	kept /run/boxkite/pods || rm -rf /run/boxkite/pods
+	kept /run/boxkite/state || rm -rf /run/boxkite/state
+	if ! kept /run/boxkite; then
+		[ "$(ls -A /run/boxkite/local 2>/dev/null)" = .lock ] && rm -rf /run/boxkite/local
+		rmdir /run/boxkite 2>/dev/null
+	fi
+	kept /sys/fs/bpf/boxkite || rm -rf /sys/fs/bpf/boxkite
+	kept "$CG2/boxkite-keepalive" || rmdir "$CG2/boxkite-keepalive" 2>/dev/null
 	rm -rf "$D"
 	say "torn down: sandbox, agent, pins and cgroups are gone"
 }
 trap cleanup EXIT
 
-say "starting boxkite-agent (logs: JSON lines in $D/agent.log)"
-# verify/self-test probe targets: documentation and cluster-internal
-# addresses (nothing is sent anywhere: the probes are refused in the kernel)
+say "starting boxkite-agent with its defaults (logs: JSON lines in $D/agent.log)"
+# the verify/self-test probe targets: documentation and cluster-internal
+# addresses (nothing is sent anywhere: the probes are refused in the kernel);
+# every path is the default
 cat > "$D/config.json" <<'EOF2'
 { "verify_targets": { "metadata": "169.254.169.254:80", "kubernetes_api": "10.96.0.1:443",
                       "pod": "10.244.0.10:80", "public": "203.0.113.10:443" } }
 EOF2
-"$BK_BIN/boxkite-agent" --config "$D/config.json" --socket "$D/agent.sock" --admin-socket "$D/admin.sock" \
-	--state-dir "$D/state" --bpffs /sys/fs/bpf/boxkite --metrics 127.0.0.1:0 > "$D/agent.log" 2>&1 &
+"$BK_BIN/boxkite-agent" --config "$D/config.json" > "$D/agent.log" 2>&1 &
 AGENT_PID=$!
-for _ in $(seq 1 100); do [ -S "$D/admin.sock" ] && break; sleep 0.05; done
-[ -S "$D/admin.sock" ] || { cat "$D/agent.log"; exit 1; }
-export BOXKITE_ADMIN_SOCKET=$D/admin.sock
+for _ in $(seq 1 100); do
+	[ -S /run/boxkite/admin.sock ] && break
+	kill -0 "$AGENT_PID" 2>/dev/null || break
+	sleep 0.05
+done
+[ -S /run/boxkite/admin.sock ] || { cat "$D/agent.log"; AGENT_PID=; exit 1; }
 
-say "boxkitectl sandbox create $NAME   (runc: pod netns, sandbox + shim containers)"
-"$BK_BIN/boxkitectl" sandbox create "$NAME" --agent-socket "$D/agent.sock" --shim-bin "$BK_BIN/boxkite-shim" | tee "$D/sb.json" | jq .
+say "boxkitectl sandbox create $NAME   (runc: pod netns, sandbox + shim containers; returns once the shim reaches the agent)"
+"$BK_BIN/boxkitectl" sandbox create "$NAME" | tee "$D/sb.json" | jq .
 URL=$(jq -r .url "$D/sb.json"); PIN=$(jq -r .pin "$D/sb.json")
 TOKEN_FILE=$(jq -r .token_file "$D/sb.json"); CLIENT_NS=$(jq -r .client_netns "$D/sb.json")
 
@@ -47,8 +68,6 @@ api() {
 	nsenter --net="/run/netns/$CLIENT_NS" curl -sS -k --pinnedpubkey "$PIN" -H @"$D/auth-header" \
 		-H 'Content-Type: application/json' "$URL$route" "$@"
 }
-for _ in $(seq 1 50); do api /health 2>/dev/null | grep -q connected && break; sleep 0.1; done
-
 say "GET /health through the shim (no token needed)"
 api /health | jq -c .
 

@@ -45,12 +45,12 @@ cat > "$D/config.json" <<'EOF'
 {"verify_targets":{"metadata":"169.254.169.254:80","kubernetes_api":"10.96.0.1:443",
  "pod":"10.244.1.5:8080","public":"203.0.113.10:443"}}
 EOF
-"$BK_BIN/boxkite-agent" --config "$D/config.json" --socket "$D/agent.sock" --admin-socket "$D/admin.sock" \
+"$BK_BIN/boxkite-agent" --config "$D/config.json" --socket "$D/pods/agent.sock" --admin-socket "$D/admin.sock" \
 	--state-dir "$D/state" --bpffs "$BPFFS" --metrics 127.0.0.1:0 > "$D/agent.log" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 200); do [ -S "$D/admin.sock" ] && break; sleep 0.05; done
 [ -S "$D/admin.sock" ] || { echo "agent did not start:"; tail -5 "$D/agent.log"; exit 1; }
-"$CTL" sandbox create "$NAME" --agent-socket "$D/agent.sock" --shim-bin "$BK_BIN/boxkite-shim" > "$D/sb.json" ||
+"$CTL" sandbox create "$NAME" --agent-socket "$D/pods/agent.sock" --shim-bin "$BK_BIN/boxkite-shim" > "$D/sb.json" ||
 	{ echo "sandbox create failed"; exit 1; }
 sbf() { jq -r ".$1" "$D/sb.json"; }
 POD_UID=$(sbf pod_uid)

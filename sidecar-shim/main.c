@@ -14,7 +14,7 @@
  *                            neither set: /etc/boxkite/tls/tls.{crt,key}
  *   SIDECAR_TLS_DISABLED     "true" -> plain HTTP; anything else -> TLS required
  *   SIDECAR_LISTEN           host:port, IPv4 or [IPv6] (default 0.0.0.0:8080)
- *   BOXKITE_AGENT_SOCKET     agent socket (default /run/boxkite/agent.sock)
+ *   BOXKITE_AGENT_SOCKET     agent socket (default /run/boxkite/pods/agent.sock)
  *   SIDECAR_MAX_BODY         bytes (default 32 MiB; at most one agent frame less
  *                            SHIM_FRAME_RESERVE, see the clamp below)
  *   SIDECAR_MAX_CONCURRENT   requests in flight before 429 (default 32)

@@ -30,7 +30,7 @@
 #include "lib/util.h"
 
 #define SHIM_DEFAULT_LISTEN "0.0.0.0:8080" /* the reference sidecar's port, which the manager dials */
-#define SHIM_DEFAULT_AGENT_SOCKET "/run/boxkite/agent.sock"
+#define SHIM_DEFAULT_AGENT_SOCKET "/run/boxkite/pods/agent.sock"
 #define SHIM_DEFAULT_MAX_BODY (32u * 1024u * 1024u) /* 10 MiB of file content, JSON-escaped */
 #define SHIM_FRAME_RESERVE (512u * 1024u) /* frame envelope + resolved secrets (secrets.c) */
 #define SHIM_DEFAULT_SECRETS_DIR "/etc/boxkite/secrets"

@@ -86,7 +86,7 @@ cat > "$T/config.json" <<'EOF'
 EOF
 valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 --track-origins=yes \
 	--child-silent-after-fork=yes --num-callers=30 --log-file="$T/vg.log" \
-	"$AGENT" --config "$T/config.json" --socket "$T/agent.sock" --admin-socket "$T/admin.sock" \
+	"$AGENT" --config "$T/config.json" --socket "$T/pods/agent.sock" --admin-socket "$T/admin.sock" \
 	--state-dir "$T/state" --bpffs "$BPFFS" --metrics 127.0.0.1:0 > "$T/agent.log" 2>&1 &
 VG_PID=$!
 for _ in $(seq 1 1200); do [ -S "$T/admin.sock" ] && break; kill -0 "$VG_PID" 2>/dev/null || break; sleep 0.1; done
@@ -98,7 +98,7 @@ check "status answers" jqt '.version' "$T/status.json"
 SAFE=$(jq -r .node_safe "$T/status.json")
 echo "# self-test under valgrind: node_safe=$SAFE $(jq -r '.selftest.error // ""' "$T/status.json")"
 
-"$CTL" sandbox create "$SB" --agent-socket "$T/agent.sock" --shim-bin "$SHIM" > "$T/sb.json" && SB_MADE=1
+"$CTL" sandbox create "$SB" --agent-socket "$T/pods/agent.sock" --shim-bin "$SHIM" --wait 120 > "$T/sb.json" && SB_MADE=1
 check "a local sandbox is created" test -n "$SB_MADE"
 sbf() { jq -r ".$1" "$T/sb.json"; }
 

@@ -22,6 +22,7 @@ static const char *admin_socket = "/run/boxkite/admin.sock";
 static const char synopsis[] =
 	"  sandbox create NAME [--policy P] [--dns ADDR] [--agent-socket PATH] [--shim-bin PATH]\n"
 	"                 [--shim-env NAME=VALUE]... [--memory BYTES] [--pids N] [--cpus X]\n"
+	"                 [--wait S | --no-wait]\n"
 	"  sandbox delete NAME\n"
 	"  sandbox list\n"
 	"  exec NAME [--timeout S] [--json] [--] CMD [ARG...]\n"
@@ -53,13 +54,16 @@ static const struct {
 	  "                        the agent's default profile\n"
 	  "  --dns ADDR            nameserver of the pod's resolv.conf (default 10.96.0.10)\n"
 	  "  --agent-socket PATH   the agent's socket mounted into the pod (default\n"
-	  "                        /run/boxkite/agent.sock)\n"
+	  "                        /run/boxkite/pods/agent.sock)\n"
 	  "  --shim-bin PATH       the boxkite-shim binary run in the pod (default: next to boxkitectl)\n"
 	  "  --shim-env NAME=VALUE a setting for the shim container, e.g. BACKEND_URL for /tool-call\n"
 	  "                        (repeatable, at most 8; overrides the defaults)\n"
 	  "  --memory BYTES        the pod's memory cap, K/M/G suffixes, at least 16M (default 4G)\n"
 	  "  --pids N              the pod's pids cap, at least 16 (default 4096)\n"
-	  "  --cpus X              the pod's CPU quota, 0.01 to 1024 (default: none)\n" },
+	  "  --cpus X              the pod's CPU quota, 0.01 to 1024 (default: none)\n"
+	  "  --wait S              seconds to wait for the shim to report the agent connected\n"
+	  "                        (default 10); on timeout exit 1, the sandbox kept for its logs\n"
+	  "  --no-wait             return as soon as the containers started\n" },
 	{ "exec",
 	  "Runs CMD in sandbox NAME with exactly the isolation a shim request gets.\n"
 	  "Prints the command's stdout and stderr; exits with its exit code (125: the\n"
@@ -172,7 +176,9 @@ static cJSON *admin_call(const char *sock, const char *op, cJSON *args, int *sta
 {
 	int fd = bk_connect(sock);
 	if (fd < 0) {
-		fprintf(stderr, "boxkitectl: cannot reach the agent at %s: %s\n", sock, strerror(-fd));
+		fprintf(stderr, "boxkitectl: cannot reach the agent at %s: %s: %s\n", sock, strerror(-fd),
+			fd == -EACCES || fd == -EPERM ? "the admin socket is root's, run boxkitectl as root"
+						      : "is boxkite-agent running? (another agent: --admin-socket PATH)");
 		cJSON_Delete(args);
 		return NULL;
 	}
@@ -187,14 +193,15 @@ static cJSON *admin_call(const char *sock, const char *op, cJSON *args, int *sta
 	free(txt);
 	close(fd);
 	if (r < 0) {
-		fprintf(stderr, "boxkitectl: agent request failed: %s\n", r == -ECONNRESET ? "connection closed" : strerror(-r));
+		fprintf(stderr, "boxkitectl: agent request failed: %s: see the agent's log\n",
+			r == -ECONNRESET ? "connection closed" : strerror(-r));
 		return NULL;
 	}
 	cJSON *o = cJSON_ParseWithLength(resp, rl);
 	free(resp);
 	const cJSON *st = o ? cJSON_GetObjectItemCaseSensitive(o, "status") : NULL;
 	if (!cJSON_IsNumber(st)) {
-		fprintf(stderr, "boxkitectl: malformed answer from the agent\n");
+		fprintf(stderr, "boxkitectl: malformed answer from %s: is it a boxkite-agent's admin socket?\n", sock);
 		cJSON_Delete(o);
 		return NULL;
 	}
@@ -504,6 +511,17 @@ static void default_shim_bin(char *buf, size_t len)
 	snprintf(buf, len, "/usr/local/bin/boxkite-shim");
 }
 
+/* path made absolute against the working directory (it need not exist). */
+static int abs_path(const char *path, char *out, size_t len)
+{
+	char cwd[PATH_MAX];
+	if (path[0] == '/')
+		return snprintf(out, len, "%s", path) < (int)len ? 0 : -ENAMETOOLONG;
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	return snprintf(out, len, "%s/%s", cwd, path) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
 /* A size in bytes with an optional K, M or G suffix (powers of 1024). */
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -533,11 +551,20 @@ static int cmd_sandbox(int argc, char **argv)
 	}
 	char shim[PATH_MAX];
 	default_shim_bin(shim, sizeof(shim));
-	struct local_opts o = { .agent_socket = "/run/boxkite/agent.sock", .shim_bin = shim, .runc_root = "/run/runc",
-				.memory = 4ull << 30, .pids = 4096 };
+	struct local_opts o = { .agent_socket = "/run/boxkite/pods/agent.sock", .shim_bin = shim, .runc_root = "/run/runc",
+				.memory = 4ull << 30, .pids = 4096, .wait_s = 10 };
 	const char *name = NULL;
 	for (int i = 2; i < argc; i++) {
-		if (streq(argv[i], "--policy") && i + 1 < argc)
+		if (streq(argv[i], "--no-wait"))
+			o.wait_s = 0;
+		else if (streq(argv[i], "--wait") && i + 1 < argc) {
+			uint64_t v;
+			if (parse_u64(argv[++i], &v) < 0 || v == 0 || v > 3600) {
+				fprintf(stderr, "boxkitectl: --wait takes seconds (1-3600); --no-wait does not wait\n");
+				return 2;
+			}
+			o.wait_s = (unsigned)v;
+		} else if (streq(argv[i], "--policy") && i + 1 < argc)
 			o.policy = argv[++i];
 		else if (streq(argv[i], "--dns") && i + 1 < argc)
 			o.dns = argv[++i];
@@ -577,19 +604,51 @@ static int cmd_sandbox(int argc, char **argv)
 		else if (!name && argv[i][0] != '-')
 			name = argv[i];
 		else {
-			usage(stderr);
+			static const char *const valued[] = { "--policy", "--dns", "--agent-socket", "--shim-bin", "--memory",
+							      "--pids", "--cpus", "--wait", NULL };
+			bool needs_value = false;
+			for (int k = 0; valued[k]; k++)
+				needs_value |= streq(argv[i], valued[k]);
+			fprintf(stderr, "boxkitectl: sandbox %s: %s %s: see boxkitectl --help\n", argv[1],
+				needs_value ? "missing the value of" : "unexpected", argv[i]);
 			return 2;
 		}
 	}
+	if (!streq(argv[1], "create") && !streq(argv[1], "delete") && !streq(argv[1], "list")) {
+		fprintf(stderr, "boxkitectl: no sandbox command %s: use sandbox create, delete or list\n", argv[1]);
+		return 2;
+	}
 	if (geteuid() != 0) {
-		fprintf(stderr, "boxkitectl: local sandboxes need root\n");
+		fprintf(stderr, "boxkitectl: local sandboxes need root: run boxkitectl sandbox %s as root\n", argv[1]);
 		return 1;
 	}
 	if (streq(argv[1], "list"))
 		return local_list() < 0;
 	if (!name) {
-		usage(stderr);
+		fprintf(stderr, "boxkitectl: sandbox %s needs a NAME: boxkitectl sandbox %s NAME\n", argv[1], argv[1]);
 		return 2;
+	}
+	/* runc runs elsewhere (its own working directory, the container's
+	 * mount namespace): every host path it is given is absolute */
+	char shim_abs[PATH_MAX], sock_abs[PATH_MAX];
+	if (streq(argv[1], "create")) {
+		if (!realpath(o.shim_bin, shim_abs)) {
+			fprintf(stderr, "boxkitectl: shim binary %s: %s: pass --shim-bin PATH (make builds build/boxkite-shim)\n",
+				o.shim_bin, strerror(errno));
+			return 1;
+		}
+		o.shim_bin = shim_abs;
+		if (abs_path(o.agent_socket, sock_abs, sizeof(sock_abs)) < 0) {
+			fprintf(stderr, "boxkitectl: --agent-socket %s: path too long or no working directory\n", o.agent_socket);
+			return 2;
+		}
+		o.agent_socket = sock_abs;
+		struct stat st;
+		if (o.wait_s && (stat(o.agent_socket, &st) < 0 || !S_ISSOCK(st.st_mode))) {
+			fprintf(stderr, "boxkitectl: no agent socket at %s: start boxkite-agent first (or pass --agent-socket "
+				"PATH, or --no-wait to create the sandbox anyway)\n", o.agent_socket);
+			return 1;
+		}
 	}
 	if (streq(argv[1], "create"))
 		return local_create(name, &o) < 0;

@@ -9,7 +9,7 @@
 void bk_config_defaults(struct bk_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	strcpy(c->socket, "/run/boxkite/agent.sock");
+	strcpy(c->socket, "/run/boxkite/pods/agent.sock");
 	strcpy(c->admin_socket, "/run/boxkite/admin.sock");
 	strcpy(c->state_dir, "/run/boxkite/state");
 	strcpy(c->bpffs, "/sys/fs/bpf/boxkite");

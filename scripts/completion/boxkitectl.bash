@@ -12,7 +12,7 @@ _boxkitectl_sandboxes()
 _boxkitectl()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-	local commands="sandbox exec status inspect verify ready events receipt call help"
+	local commands="sandbox exec status inspect verify ready events top receipt call help"
 	COMPREPLY=()
 
 	# options that take a path, or a value we cannot guess
@@ -21,7 +21,7 @@ _boxkitectl()
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return 0
 		;;
-	--policy | --dns | --memory | --pids | --cpus | --timeout | --hold | --shim-env | --last)
+	--policy | --dns | --memory | --pids | --cpus | --timeout | --hold | --shim-env | --last | --wait | --interval | -n)
 		return 0
 		;;
 	esac
@@ -54,7 +54,7 @@ _boxkitectl()
 		elif [ "$sub" = delete ] && [ "$n" -eq 2 ]; then
 			COMPREPLY=($(compgen -W "$(_boxkitectl_sandboxes)" -- "$cur"))
 		elif [ "$sub" = create ] && [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "--policy --dns --agent-socket --shim-bin --shim-env --memory --pids --cpus --help" -- "$cur"))
+			COMPREPLY=($(compgen -W "--policy --dns --agent-socket --shim-bin --shim-env --memory --pids --cpus --wait --no-wait --help" -- "$cur"))
 		fi
 		;;
 	exec | inspect | verify)
@@ -82,6 +82,9 @@ _boxkitectl()
 		elif [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "--follow --pod --json --last --help" -- "$cur"))
 		fi
+		;;
+	top)
+		[[ $cur == -* ]] && COMPREPLY=($(compgen -W "--interval -n --json --help" -- "$cur"))
 		;;
 	receipt)
 		if [ "$n" -eq 1 ]; then

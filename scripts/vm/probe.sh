@@ -39,7 +39,7 @@ cat > "$T/config.json" <<'CFG'
  "pod":"10.244.1.5:8080","public":"203.0.113.10:443"}}
 CFG
 t0=$(date +%s%N)
-"$B/boxkite-agent" --config "$T/config.json" --socket "$T/agent.sock" --admin-socket "$T/admin.sock" \
+"$B/boxkite-agent" --config "$T/config.json" --socket "$T/pods/agent.sock" --admin-socket "$T/admin.sock" \
 	--state-dir "$T/state" --bpffs "/sys/fs/bpf/$(basename "$T")" --metrics 127.0.0.1:0 > "$T/agent.log" 2>&1 &
 apid=$!
 for _ in $(seq 1 600); do

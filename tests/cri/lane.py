@@ -28,7 +28,7 @@ MGR = os.environ.get("CRI_MGR_NS", "bk-cri-mgr")
 PREFIX = os.environ.get("CRI_UID_PREFIX", "b0c41a7e")
 RUNC_ROOT = "/run/containerd/runc/k8s.io"
 CTL = os.path.join(BK_BIN, "boxkitectl")
-AGENT_SOCK = "/run/boxkite/agent.sock"
+AGENT_SOCK = "/run/boxkite/pods/agent.sock"
 BPFFS = "/sys/fs/bpf/boxkite"
 STATE_DIR = "/run/boxkite/state"
 

@@ -10,6 +10,10 @@ T=$(mktemp -d /run/bkt-XXXXXX)
 # pins of this test's agents (the node's default is /sys/fs/bpf/boxkite)
 BPFFS=/sys/fs/bpf/$(basename "$T")
 chmod 755 "$T"
+# the test agent's socket, in a directory of its own like the node's
+# /run/boxkite/pods (the agent refuses one that holds its admin socket or
+# state: sandbox pods mount that directory)
+SOCK=$T/pods/agent.sock
 AGENT_PID=
 SANDBOXES=()
 NETNSES=()
@@ -74,7 +78,7 @@ bk_start_agent() {
 	jq '{"verify_targets":{"metadata":"169.254.169.254:80","kubernetes_api":"10.96.0.1:443",
 		"pod":"10.244.1.5:8080","public":"203.0.113.10:443"}} + .' <<< "$cfg" > "$T/config.json"
 	# BK_AGENT_WRAP: a command the agent runs under (e.g. "prlimit --nofile=256:512"; it must exec)
-	${BK_AGENT_WRAP:-} "$AGENT" --config "$T/config.json" --socket "$T/agent.sock" --admin-socket "$T/admin.sock" \
+	${BK_AGENT_WRAP:-} "$AGENT" --config "$T/config.json" --socket "$SOCK" --admin-socket "$T/admin.sock" \
 		--state-dir "$T/state" --bpffs "$BPFFS" --metrics "${BK_METRICS:-127.0.0.1:0}" >> "$T/agent.log" 2>&1 &
 	AGENT_PID=$!
 	for _ in $(seq 1 200); do
@@ -92,14 +96,16 @@ bk_stop_agent() {
 	local rc=0
 	wait "$AGENT_PID" 2>/dev/null || rc=$?
 	AGENT_PID=
-	rm -f "$T/admin.sock" "$T/agent.sock"
+	rm -f "$T/admin.sock" "$SOCK"
 	return $rc
 }
 
 bk_sandbox_create() {
 	local name=$1; shift
-	"$CTL" sandbox create "$name" --agent-socket "$T/agent.sock" --shim-bin "$SHIM" "$@" > "$T/sb-$name.json" || return 1
+	# listed first: a create that fails waiting for the shim leaves the
+	# sandbox (for its logs), and the cleanup deletes it
 	SANDBOXES+=("$name")
+	"$CTL" sandbox create "$name" --agent-socket "$SOCK" --shim-bin "$SHIM" "$@" > "$T/sb-$name.json"
 }
 
 bk_sandbox_delete() {

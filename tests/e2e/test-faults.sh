@@ -60,7 +60,7 @@ before=0; for c in "${CGS[@]}"; do [ "$(progs "$c")" = 6 ] && before=$((before +
 check "before the kill: six programs on each of the four exec cgroups" test "$before" = 4
 KILLED_NS=$(date +%s%N)
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
-rm -f "$T/admin.sock" "$T/agent.sock"
+rm -f "$T/admin.sock" "$SOCK"
 n=0 bad=0
 for _ in $(seq 1 30); do
 	for c in "${CGS[@]}"; do

@@ -213,7 +213,7 @@ GREP_PID=$!
 for _ in $(seq 1 40); do sleep 0.1; [ -n "$(file_cgroups)" ] && break; done
 kill -KILL "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 wait "$GREP_PID" 2>/dev/null
-rm -f "$T/admin.sock" "$T/agent.sock"
+rm -f "$T/admin.sock" "$SOCK"
 check "an agent killed mid-op leaves its helper's cgroup (what the sweep is for)" test -n "$(file_cgroups)"
 bk_start_agent || { not_ok "agent restarts"; exit 1; }
 req view '{"path":"bomb/a.txt"}'

@@ -36,7 +36,7 @@ req() {
 	"$CTL" call --socket "$T/admin.sock" "$1" "$a" > "$T/r.json"
 }
 # shim OP ARGS-JSON: OP through the shim identity of $SB (agent socket)
-shim() { in_cgroup_of "$(container_cg "$SB" shim_container_id)" "$CTL" call --socket "$T/agent.sock" "$1" "$2" > "$T/r.json"; }
+shim() { in_cgroup_of "$(container_cg "$SB" shim_container_id)" "$CTL" call --socket "$SOCK" "$1" "$2" > "$T/r.json"; }
 st() { jq -r .status "$T/r.json"; }
 b() { jq -r ".body$1" "$T/r.json"; }
 P() { jq -cn --arg p "$1" '{path: $p}'; }

@@ -10,7 +10,7 @@ bk_sandbox_create idb || { not_ok "sandbox idb created"; exit 1; }
 UA=$(sb ida pod_uid); UB=$(sb idb pod_uid)
 
 # The shim container of ida, as the kernel sees it
-call_as() { in_cgroup_of "$(container_cg "$1" "$2")" "$CTL" call --socket "$T/agent.sock" "${@:3}"; }
+call_as() { in_cgroup_of "$(container_cg "$1" "$2")" "$CTL" call --socket "$SOCK" "${@:3}"; }
 
 out=$(call_as ida shim_container_id identity)
 check "shim container identified as its pod (uid)" test "$(echo "$out" | jq -r .body.pod_uid)" = "$UA"
@@ -31,14 +31,14 @@ check "sandbox container refused (403)" test "$(echo "$out" | jq -r .status)" = 
 check "refusal says why" grep -q 'only the \\"shim\\" container' <<< "$out"
 
 # A host process outside any pod is refused
-out=$("$CTL" call --socket "$T/agent.sock" identity)
+out=$("$CTL" call --socket "$SOCK" identity)
 check "host process refused (403)" test "$(echo "$out" | jq -r .status)" = 403
 check "host refusal names the reason" grep -q 'not a container of a Kubernetes pod' <<< "$out"
 
 # A process in the pod cgroup but not in a container is refused
 podcg=$(dirname "$(container_cg ida shim_container_id)")
 mkdir "$podcg/intruder"
-out=$(in_cgroup_of "$podcg/intruder" "$CTL" call --socket "$T/agent.sock" identity)
+out=$(in_cgroup_of "$podcg/intruder" "$CTL" call --socket "$SOCK" identity)
 check "process in a non-container cgroup of the pod refused" test "$(echo "$out" | jq -r .status)" = 403
 rmdir "$podcg/intruder"
 
@@ -62,10 +62,10 @@ check "admin socket is mode 0600" test "$(stat -c %a "$T/admin.sock")" = 600
 setpriv --reuid=65534 --regid=65534 --clear-groups "$CTL" --admin-socket "$T/admin.sock" status > /dev/null 2> "$T/nobody.err"
 rc=$?
 check "non-root cannot use the admin socket (exit $rc: $(head -c 200 "$T/nobody.err"))" \
-	sh -c "test $rc != 0 && grep -qx 'boxkitectl: cannot reach the agent at $T/admin.sock: Permission denied' '$T/nobody.err'"
+	sh -c "test $rc != 0 && grep -qx 'boxkitectl: cannot reach the agent at $T/admin.sock: Permission denied: the admin socket is root.s, run boxkitectl as root' '$T/nobody.err'"
 
 # Malformed frames get a clear error and the agent survives
-py() { in_cgroup_of "$(container_cg ida shim_container_id)" python3 - "$T/agent.sock" "$@"; }
+py() { in_cgroup_of "$(container_cg ida shim_container_id)" python3 - "$SOCK" "$@"; }
 frame_test() {
 	py "$1" <<'PYEOF'
 import socket, struct, sys, json
@@ -141,7 +141,7 @@ check "fallback: the log says SO_PEERCRED identified both" \
 	sh -c "n=\$(tail -n +$((FB_START + 1)) '$T/agent.log' | grep '\"caller_identified\"' | grep '\"via\":\"so_peercred\"' | grep -cE '\"pod\":\"id(a|b)\"'); [ \"\$n\" -ge 2 ]"
 out=$(call_as ida sandbox_container_id identity)
 check "fallback: sandbox container refused (403)" test "$(jq -r .status <<< "$out")" = 403
-out=$("$CTL" call --socket "$T/agent.sock" identity)
+out=$("$CTL" call --socket "$SOCK" identity)
 check "fallback: host process refused (403)" test "$(jq -r .status <<< "$out")" = 403
 check "fallback: host refusal names the reason" grep -q 'not a container of a Kubernetes pod' <<< "$out"
 out=$(call_as ida shim_container_id exec '{"command":"cat /workspace/mark"}')
@@ -157,7 +157,7 @@ check "fallback: every caller since the restart, the live shim's too, was identi
 	       ! tail -n +$((FB_START + 1)) '$T/agent.log' | grep '\"caller_identified\"' | grep -qv '\"via\":\"so_peercred\"'"
 bk_stop_agent
 echo '{"testing":{"allow_unsafe":true,"mask_features":["no_such"]}}' > "$T/bad-mask.json"
-timeout 20 "$AGENT" --config "$T/bad-mask.json" --socket "$T/x.sock" --admin-socket "$T/xa.sock" --state-dir "$T/xs" \
+timeout 20 "$AGENT" --config "$T/bad-mask.json" --socket "$T/xp/x.sock" --admin-socket "$T/xa.sock" --state-dir "$T/xs" \
 	--bpffs "$BPFFS-x" --metrics 127.0.0.1:0 > "$T/bad-mask.log" 2>&1
 rc=$?
 check "an unknown feature in testing.mask_features stops the start (exit $rc) with one line" \

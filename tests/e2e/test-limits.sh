@@ -10,7 +10,7 @@
 
 FLOOD=$(dirname "$0")/flood.py
 mkdir -m 1777 "$T/flood"
-call_as() { in_cgroup_of "$(container_cg "$1" "$2")" "$CTL" call --socket "$T/agent.sock" "${@:3}"; }
+call_as() { in_cgroup_of "$(container_cg "$1" "$2")" "$CTL" call --socket "$SOCK" "${@:3}"; }
 nofile() { awk '/^Max open files/ {print $4 " " $5}' "/proc/$AGENT_PID/limits"; }
 agent_fds() { ls "/proc/$AGENT_PID/fd" | wc -l; }
 ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -29,10 +29,10 @@ check "the raise is logged" grep -q '"nofile_raised"' "$T/agent.log"
 # 300 from an unprivileged host user, 300 from pod lima (keyed by its pod)
 N=300
 HOLD=$((12 * TIME_SCALE))
-setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 - "$T/agent.sock" $N "$T/flood/host.ready" $HOLD \
+setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 - "$SOCK" $N "$T/flood/host.ready" $HOLD \
 	< "$FLOOD" > "$T/flood/host.out" 2>&1 &
 fh=$!
-in_cgroup_of "$(container_cg lima shim_container_id)" python3 - "$T/agent.sock" $N "$T/flood/pod.ready" $HOLD \
+in_cgroup_of "$(container_cg lima shim_container_id)" python3 - "$SOCK" $N "$T/flood/pod.ready" $HOLD \
 	< "$FLOOD" > "$T/flood/pod.out" 2>&1 &
 fp=$!
 for _ in $(seq 1 100); do [ -f "$T/flood/host.ready" ] && [ -f "$T/flood/pod.ready" ] && break; sleep 0.1; done
@@ -42,7 +42,7 @@ t1=$(ms)
 check "during the flood boxkitectl status answers ($((t1 - t0)) ms)" \
 	test "$st" = true -a $((t1 - t0)) -lt "$(scaled_ms 3000)"
 t0=$(ms)
-st=$(timeout 20 bash -c "$(declare -f call_as in_cgroup_of container_cg sb); T=$T; CG2=$CG2; CTL=$CTL; \
+st=$(timeout 20 bash -c "$(declare -f call_as in_cgroup_of container_cg sb); T=$T; SOCK=$SOCK; CG2=$CG2; CTL=$CTL; \
 	call_as limb shim_container_id exec '{\"command\":\"echo alive\"}'" 2>&1 | jq -r .body.stdout 2>/dev/null)
 t1=$(ms)
 check "during the flood another pod's exec runs ($((t1 - t0)) ms)" \

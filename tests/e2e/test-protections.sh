@@ -48,7 +48,7 @@ hand_container() {
 hm_gone() { "${RUNC[@]}" kill "$1" KILL >/dev/null 2>&1; "${RUNC[@]}" delete --force "$1" >/dev/null 2>&1; }
 hm_pid() { "${RUNC[@]}" state "$1" | jq -r .pid; }
 newid() { od -An -N32 -tx1 /dev/urandom | tr -d ' \n'; }
-call_as() { in_cgroup_of "$(container_cg "$1" "$2")" "$CTL" call --socket "$T/agent.sock" "${@:3}"; }
+call_as() { in_cgroup_of "$(container_cg "$1" "$2")" "$CTL" call --socket "$SOCK" "${@:3}"; }
 
 # --- the agent holds groups, descriptors and high limits of its own ---------------------------
 cat > "$T/wrap.sh" <<'EOF'
@@ -123,7 +123,7 @@ check "control: one sandbox container again, the exec runs ($(j .stdout | xargs)
 # --- 12: the caller's cgroup says pod A, the runtime says pod B ---------------------------------
 MIS=$CG2/kubepods/besteffort/pod$UA/$(sb pb shim_container_id)
 mkdir "$MIS" && CGDIRS+=("$MIS")
-out=$(in_cgroup_of "$MIS" "$CTL" call --socket "$T/agent.sock" identity)
+out=$(in_cgroup_of "$MIS" "$CTL" call --socket "$SOCK" identity)
 check "cgroup of pod pa naming pod pb's shim container: refused (403)" test "$(jq -r .status <<< "$out")" = 403
 check "  ... saying why" grep -q 'belongs to another pod than its cgroup says' <<< "$out"
 out=$(call_as pb shim_container_id identity)
@@ -180,7 +180,7 @@ print(json.dumps({"error": "the pid was never reused"}))
 EOF
 pid_reuse() { # LABEL
 	local out
-	out=$(python3 "$T/pidreuse.py" "$T/agent.sock" "$(container_cg pb shim_container_id)")
+	out=$(python3 "$T/pidreuse.py" "$SOCK" "$(container_cg pb shim_container_id)")
 	echo "# $1: $(jq -c '{pid, attempts, reuser_in, status, code: .body.code, pod: .body.pod_name}' <<< "$out" 2>/dev/null || echo "$out")"
 	if [ "$(jq -r '.reuser_in' <<< "$out")" != true ]; then
 		skip "$1: the pid could not be reused here ($out)"
@@ -243,12 +243,12 @@ check "control: named in the pod's own resolv.conf (root's), the same query is a
 cp "$T/resolv.saved" "$PODRC"
 
 # --- 6: one agent per pin directory ---------------------------------------------------------------
-timeout 20 "$AGENT" --config "$T/config.json" --socket "$T/two.sock" --admin-socket "$T/two-admin.sock" \
+timeout 20 "$AGENT" --config "$T/config.json" --socket "$T/twop/two.sock" --admin-socket "$T/two-admin.sock" \
 	--state-dir "$T/two-state" --bpffs "$BPFFS" --metrics 127.0.0.1:0 > "$T/two.out" 2> "$T/two.err"
 rc=$?
 echo "# second agent (exit $rc): $(cat "$T/two.err")"
 check "a second agent on the same pins refuses to start (exit $rc), naming why" \
-	sh -c "[ $rc = 1 ] && grep -q 'another boxkite-agent is running with pins in $BPFFS' '$T/two.err' && [ ! -e '$T/two.sock' ]"
+	sh -c "[ $rc = 1 ] && grep -q 'another boxkite-agent is running with pins in $BPFFS' '$T/two.err' && [ ! -e '$T/twop/two.sock' ]"
 bk_exec pa -- echo still
 check "  ... the first agent still runs execs" test "$(j .stdout)" = still
 
@@ -261,7 +261,7 @@ for _ in $(seq 1 100); do
 done
 check "a long exec runs, its links pinned ($(exec_pins | xargs))" test -n "$cg" -a -n "$(exec_pins)"
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
-rm -f "$T/admin.sock" "$T/agent.sock" "$T"/state/execs/*.json
+rm -f "$T/admin.sock" "$SOCK" "$T"/state/execs/*.json
 check "agent killed, its state record removed by hand, the exec still runs" \
 	sh -c "grep -q . '$cg/cgroup.procs' && ! ls '$T'/state/execs/*.json >/dev/null 2>&1"
 START=$(wc -l < "$T/agent.log")
@@ -283,17 +283,17 @@ bk_stop_agent
 # --- 8: a required kernel facility missing stops the start -------------------------------------------
 for f in clone3_into_cgroup pidfd_open openat2 bpf_link_cgroup seccomp_filter; do
 	echo "{\"testing\":{\"allow_unsafe\":true,\"mask_features\":[\"$f\"]}}" > "$T/mask.json"
-	timeout 20 "$AGENT" --config "$T/mask.json" --socket "$T/m.sock" --admin-socket "$T/m-admin.sock" \
+	timeout 20 "$AGENT" --config "$T/mask.json" --socket "$T/mp/m.sock" --admin-socket "$T/m-admin.sock" \
 		--state-dir "$T/m-state" --bpffs "$BPFFS-m" --metrics 127.0.0.1:0 > "$T/mask.out" 2> "$T/mask.err"
 	rc=$?
 	check "$f missing: the start stops (exit $rc) with one line naming it" \
-		sh -c "[ $rc = 1 ] && [ \$(wc -l < '$T/mask.err') = 1 ] && grep -q '^boxkite-agent: refusing to start: kernel .* lacks $f' '$T/mask.err' && [ ! -e '$T/m.sock' ]"
+		sh -c "[ $rc = 1 ] && [ \$(wc -l < '$T/mask.err') = 1 ] && grep -q '^boxkite-agent: refusing to start: kernel .* lacks $f' '$T/mask.err' && [ ! -e '$T/mp/m.sock' ]"
 done
 echo "# e.g. $(cat "$T/mask.err")"
 rm -rf "$BPFFS-m"
 # a facility only the BPF layer needs: without that layer the agent starts
 echo '{"layers":{"bpf":false},"testing":{"allow_unsafe":true,"mask_features":["bpf_link_cgroup"]}}' > "$T/mask.json"
-"$AGENT" --config "$T/mask.json" --socket "$T/m.sock" --admin-socket "$T/m-admin.sock" \
+"$AGENT" --config "$T/mask.json" --socket "$T/mp/m.sock" --admin-socket "$T/m-admin.sock" \
 	--state-dir "$T/m-state" --bpffs "$BPFFS-m" --metrics 127.0.0.1:0 > "$T/mask.out" 2> "$T/mask.err" &
 mpid=$!
 for _ in $(seq 1 200); do [ -S "$T/m-admin.sock" ] && break; kill -0 "$mpid" 2>/dev/null || break; sleep 0.05; done

@@ -37,7 +37,7 @@ sample() { # count attached boxkite programs on the exec cgroup
 }
 check "before the kill: 6 programs on the exec cgroup" test "$(sample)" = 6
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
-rm -f "$T/admin.sock" "$T/agent.sock"
+rm -f "$T/admin.sock" "$SOCK"
 bad=0 n=0
 for _ in $(seq 1 40); do
 	if grep -q . "$cg/cgroup.procs" 2>/dev/null; then

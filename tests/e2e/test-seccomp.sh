@@ -115,7 +115,7 @@ bk_stop_agent
 # that does not refuse is stopped after 10 s: rc 124)
 try_start() {
 	echo "$1" > "$T/x.json"
-	out=$(timeout 10 "$AGENT" --config "$T/x.json" --socket "$T/x.sock" --admin-socket "$T/xa.sock" \
+	out=$(timeout 10 "$AGENT" --config "$T/x.json" --socket "$T/xp/x.sock" --admin-socket "$T/xa.sock" \
 		--state-dir "$T/xstate" --bpffs "$BPFFS-x" 2>&1); rc=$?
 	lines=$(printf '%s\n' "$out" | wc -l); out=$(tail -1 <<< "$out")
 }

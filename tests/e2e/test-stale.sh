@@ -131,7 +131,7 @@ ctl exec st-inet --timeout "$((60 * TIME_SCALE))" -- python3 -c "$STALE" sendwai
 for _ in $(seq 1 $((100 * TIME_SCALE))); do grep -qs received "$T/rs.out" && break; sleep 0.1; done
 check "restart: a sandbox-container process holds A's 3 sockets while A runs" grep -qx 'received 3' "$T/rs.out"
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
-rm -f "$T/admin.sock" "$T/agent.sock"
+rm -f "$T/admin.sock" "$SOCK"
 bk_start_agent || not_ok "restart: a new agent starts"
 check "restart: the new agent killed A" grep -q '"recovered_exec".*"action":"killed"' "$T/agent.log"
 check "restart: A's pins are kept while its sockets live" sh -c "ls $BPFFS | grep -q '^exec-'"

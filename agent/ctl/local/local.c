@@ -8,6 +8,12 @@
 #include <libgen.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <openssl/x509.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -15,6 +21,8 @@
 #include <sys/wait.h>
 
 #define LOCAL_DIR "/run/boxkite/local"
+/* where the shim container sees the agent socket's directory */
+#define POD_SOCK_DIR "/run/boxkite/pods"
 #define MGR_NETNS "boxkite-mgr"
 #define POD_NS "boxkite-local"
 #define SANDBOX_UID 1000
@@ -86,12 +94,28 @@ static int write_text(const char *path, const char *s, mode_t mode, uid_t uid)
 
 /* ---- TLS material ------------------------------------------------------------ */
 
+/* pin = "sha256//" base64(sha256(DER SubjectPublicKeyInfo)), curl's --pinnedpubkey */
+static int spki_pin(EVP_PKEY *pkey, char *pin, size_t pinlen)
+{
+	unsigned char *der = NULL;
+	int dl = i2d_PUBKEY(pkey, &der);
+	unsigned char md[32];
+	unsigned int mdl = 0;
+	bool ok = dl > 0 && EVP_Digest(der, (size_t)dl, md, &mdl, EVP_sha256(), NULL);
+	OPENSSL_free(der);
+	if (!ok)
+		return -EIO;
+	char b64[64];
+	EVP_EncodeBlock((unsigned char *)b64, md, (int)mdl);
+	snprintf(pin, pinlen, "sha256//%s", b64);
+	return 0;
+}
+
 static int make_tls(const char *dir, const char *cn, char *pin, size_t pinlen)
 {
 	int r = -EIO;
 	EVP_PKEY *pkey = EVP_EC_gen("P-256");
 	X509 *x = X509_new();
-	unsigned char *der = NULL;
 	if (!pkey || !x)
 		goto out;
 	uint8_t serial[16];
@@ -131,20 +155,8 @@ static int make_tls(const char *dir, const char *cn, char *pin, size_t pinlen)
 		goto out;
 	}
 	fclose(f);
-	/* pin = base64(sha256(DER SubjectPublicKeyInfo)), curl's --pinnedpubkey */
-	int dl = i2d_PUBKEY(pkey, &der);
-	if (dl <= 0)
-		goto out;
-	unsigned char md[32];
-	unsigned int mdl = 0;
-	if (!EVP_Digest(der, (size_t)dl, md, &mdl, EVP_sha256(), NULL))
-		goto out;
-	char b64[64];
-	EVP_EncodeBlock((unsigned char *)b64, md, (int)mdl);
-	snprintf(pin, pinlen, "sha256//%s", b64);
-	r = 0;
+	r = spki_pin(pkey, pin, pinlen);
 out:
-	OPENSSL_free(der);
 	X509_free(x);
 	EVP_PKEY_free(pkey);
 	return r;
@@ -182,7 +194,7 @@ static int make_rootfs(const char *root)
 {
 	static const char *const dirs[] = { "usr", "etc", "proc", "dev", "sys", "tmp", "workspace", "mnt",
 					    "mnt/user-data", "mnt/user-data/outputs", "mnt/user-data/uploads",
-					    "mnt/skills", "opt", "opt/boxkite", "run", "run/boxkite", "run/secrets", "run/secrets/boxkite", NULL };
+					    "mnt/skills", "opt", "opt/boxkite", "run", "run/boxkite", "run/boxkite/pods", "run/secrets", "run/secrets/boxkite", NULL };
 	int r = mkdir_p(root, 0755);
 	if (r < 0)
 		return r;
@@ -241,10 +253,12 @@ static int write_config(const struct pod *pd, const char *which, const struct lo
 	cJSON_AddNumberToObject(nofile, "hard", 1024);
 	cJSON_AddNumberToObject(nofile, "soft", 1024);
 	cJSON_AddItemToArray(rl, nofile);
+	/* the agent socket's directory (the pods' directory, nothing else of
+	 * the agent's) at the same path as on a Kubernetes node */
 	char sockenv[300], sockdir[300];
 	snprintf(sockdir, sizeof(sockdir), "%s", o->agent_socket);
 	char *sockbase = strrchr(o->agent_socket, '/');
-	snprintf(sockenv, sizeof(sockenv), "BOXKITE_AGENT_SOCKET=/run/boxkite/%s", sockbase ? sockbase + 1 : o->agent_socket);
+	snprintf(sockenv, sizeof(sockenv), "BOXKITE_AGENT_SOCKET=" POD_SOCK_DIR "/%s", sockbase ? sockbase + 1 : o->agent_socket);
 	if (shim) {
 		static const char *const args[] = { "/opt/boxkite/boxkite-shim", NULL };
 		add_strs(proc, "args", args);
@@ -290,7 +304,7 @@ static int write_config(const struct pod *pd, const char *which, const struct lo
 	if (shim) {
 		cJSON_AddItemToArray(mounts, mount("/opt/boxkite/boxkite-shim", "bind", o->shim_bin, "bind,ro"));
 		char *d = dirname(sockdir);
-		cJSON_AddItemToArray(mounts, mount("/run/boxkite", "bind", d, "bind,ro,nosuid,nodev,noexec"));
+		cJSON_AddItemToArray(mounts, mount(POD_SOCK_DIR, "bind", d, "bind,ro,nosuid,nodev,noexec"));
 		snprintf(p, sizeof(p), "%s/secret", pd->dir);
 		cJSON_AddItemToArray(mounts, mount("/run/secrets/boxkite", "bind", p, "bind,ro,nosuid,nodev,noexec"));
 	} else {
@@ -345,6 +359,81 @@ static int write_config(const struct pod *pd, const char *which, const struct lo
 	r = txt ? write_text(p, txt, 0600, 0) : -ENOMEM;
 	free(txt);
 	return r;
+}
+
+/* ---- waiting for the shim ------------------------------------------------------------ */
+
+enum shim_state { SHIM_CONNECTED = 0, SHIM_SILENT = 1, SHIM_NO_AGENT = 2 };
+
+/* One GET /health on url's address, over TLS with the peer's key checked
+ * against pin: SHIM_CONNECTED when it says "agent":"connected". */
+static enum shim_state health_once(const struct sockaddr_in *sa, const char *pin, SSL_CTX *ctx)
+{
+	enum shim_state st = SHIM_SILENT;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return st;
+	struct timeval tv = { .tv_sec = 1 };
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	SSL *ssl = NULL;
+	char buf[4096], peer[128];
+	size_t n = 0;
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0 || !(ssl = SSL_new(ctx)) || !SSL_set_fd(ssl, fd) ||
+	    SSL_connect(ssl) != 1)
+		goto out;
+	EVP_PKEY *pk = SSL_get0_peer_certificate(ssl) ? X509_get0_pubkey(SSL_get0_peer_certificate(ssl)) : NULL;
+	if (!pk || spki_pin(pk, peer, sizeof(peer)) < 0 || !streq(peer, pin))
+		goto out;
+	static const char req[] = "GET /health HTTP/1.1\r\nHost: shim\r\nConnection: close\r\n\r\n";
+	if (SSL_write(ssl, req, sizeof(req) - 1) != (int)sizeof(req) - 1)
+		goto out;
+	for (int k; n < sizeof(buf) - 1 && (k = SSL_read(ssl, buf + n, (int)(sizeof(buf) - 1 - n))) > 0;)
+		n += (size_t)k;
+	buf[n] = '\0';
+	const char *body = strstr(buf, "\r\n\r\n");
+	cJSON *h = body && startswith(buf, "HTTP/1.1 200") ? cJSON_Parse(body + 4) : NULL;
+	if (h) {
+		const char *a = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(h, "agent"));
+		st = a && streq(a, "connected") ? SHIM_CONNECTED : SHIM_NO_AGENT;
+		cJSON_Delete(h);
+	}
+out:
+	SSL_free(ssl);
+	close(fd);
+	return st;
+}
+
+/* Polls the shim's /health from the manager netns (in a child: this process
+ * stays where it is) until it reports the agent connected, for at most
+ * wait_s seconds; returns the last state seen. */
+static enum shim_state wait_shim(const struct pod *pd, const char *pin, unsigned wait_s)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return SHIM_SILENT;
+	if (pid == 0) {
+		int nfd = open("/run/netns/" MGR_NETNS, O_RDONLY | O_CLOEXEC);
+		if (nfd < 0 || setns(nfd, CLONE_NEWNET) < 0)
+			_exit(SHIM_SILENT);
+		SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+		if (!ctx)
+			_exit(SHIM_SILENT);
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL); /* self-signed: the pin is the check */
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(8080) };
+		char a[32];
+		snprintf(a, sizeof(a), "10.250.%d.2", pd->idx);
+		inet_pton(AF_INET, a, &sa.sin_addr);
+		uint64_t end = now_ns() + (uint64_t)wait_s * 1000000000ull;
+		enum shim_state st;
+		while ((st = health_once(&sa, pin, ctx)) != SHIM_CONNECTED && now_ns() < end)
+			usleep(50000);
+		_exit(st);
+	}
+	int ws;
+	if (waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws))
+		return SHIM_SILENT;
+	return (enum shim_state)WEXITSTATUS(ws);
 }
 
 /* ---- bookkeeping ------------------------------------------------------------------ */
@@ -773,12 +862,36 @@ int local_create(const char *name, const struct local_opts *o)
 		}
 		int st;
 		if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-			fprintf(stderr, "boxkitectl: runc could not start the %s container (see %s)\n", which[i], logp);
+			/* one line: runc's last word, and where the rest was
+			 * (the log goes with the failed pod: a copy stays) */
 			_cleanup_free_ char *lt = NULL;
-			if (read_file_at(AT_FDCWD, logp, 8192, &lt, NULL) == 0)
-				fprintf(stderr, "%s", lt);
+			char last[512] = "", keep[300];
+			if (read_file_at(AT_FDCWD, logp, 65536, &lt, NULL) == 0) {
+				for (char *sv = NULL, *t = strtok_r(lt, "\n", &sv); t; t = strtok_r(NULL, "\n", &sv))
+					snprintf(last, sizeof(last), "%s", t);
+			}
+			snprintf(keep, sizeof(keep), "/run/boxkite/local/.%s-%s.log", name, which[i]);
+			bool kept = rename(logp, keep) == 0;
+			fprintf(stderr, "boxkitectl: runc could not start the %s container: %s (full log: %s)\n", which[i],
+				last[0] ? last : "no output", kept ? keep : logp);
 			goto fail;
 		}
+	}
+	/* ready means ready: the first request through the shim finds the
+	 * agent. Not ready in time: the sandbox stays, for its logs. */
+	close(lk); /* the pod is made: other creates need not wait for this one's shim */
+	lk = -1;
+	enum shim_state st = o->wait_s ? wait_shim(&pd, pin, o->wait_s) : SHIM_CONNECTED;
+	if (st != SHIM_CONNECTED) {
+		if (st == SHIM_NO_AGENT)
+			fprintf(stderr, "boxkitectl: sandbox %s started, but its shim did not reach the agent at %s within "
+				"%u s: read %s/shim.log and the agent's log (is boxkite-agent running with --socket %s?), then "
+				"run boxkitectl sandbox delete %s\n", name, o->agent_socket, o->wait_s, pd.dir, o->agent_socket, name);
+		else
+			fprintf(stderr, "boxkitectl: sandbox %s started, but its shim did not answer on "
+				"https://10.250.%d.2:8080/health within %u s: read %s/shim.log, then run boxkitectl sandbox "
+				"delete %s\n", name, pd.idx, o->wait_s, pd.dir, name);
+		return -ETIMEDOUT;
 	}
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddStringToObject(out, "name", name);

@@ -21,6 +21,9 @@ struct local_opts {
 	 * BACKEND_URL for /tool-call; at most LOCAL_SHIM_ENV_MAX */
 	const char *shim_env[8];
 	unsigned n_shim_env;
+	/* seconds create waits for the shim's /health to say the agent is
+	 * connected (0: return as soon as runc started the containers) */
+	unsigned wait_s;
 };
 #define LOCAL_SHIM_ENV_MAX 8
 

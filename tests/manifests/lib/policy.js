@@ -14,6 +14,8 @@ const SANDBOX_LABEL = 'boxkite-sandbox';
 const SHIM = 'shim';
 const SHIM_PORT = 8080;
 const SECRET_MOUNT = '/etc/boxkite/secret';
+// the agent socket's directory: the one host path a sandbox pod mounts (in the shim)
+const POD_SOCK_DIR = '/run/boxkite/pods';
 
 const name = (o) => (o.metadata && o.metadata.name) || '';
 const ns = (o) => (o.metadata && o.metadata.namespace) || '';
@@ -277,7 +279,7 @@ function secretOnlyInShim(objs) {
     const want = {
       SIDECAR_AUTH_TOKEN_FILE: `${SECRET_MOUNT}/token`, SIDECAR_TLS_CERT: `${SECRET_MOUNT}/tls.crt`,
       SIDECAR_TLS_KEY: `${SECRET_MOUNT}/tls.key`, SIDECAR_LISTEN: `0.0.0.0:${SHIM_PORT}`,
-      BOXKITE_AGENT_SOCKET: '/run/boxkite/agent.sock',
+      BOXKITE_AGENT_SOCKET: `${POD_SOCK_DIR}/agent.sock`,
     };
     for (const [k, val] of Object.entries(want)) {
       if (env[k] !== val) v.push(`${id(p.obj)}: shim env ${k} is ${JSON.stringify(env[k])}, not ${val}`);
@@ -330,13 +332,18 @@ function sandboxNoHostAccess(objs) {
     if (s.enableServiceLinks !== false) v.push(`${id(p.obj)} does not set enableServiceLinks: false`);
     const hostVols = new Map(arr(s.volumes).filter((x) => x.hostPath).map((x) => [x.name, x.hostPath]));
     for (const [vn, hp] of hostVols) {
-      if (hp.path !== '/run/boxkite') v.push(`${id(p.obj)} volume ${vn} mounts host path ${hp.path}`);
-      else if (hp.type !== 'Directory') v.push(`${id(p.obj)} hostPath /run/boxkite has type ${hp.type}, not Directory`);
+      // the agent socket's directory only: never /run/boxkite itself (the
+      // admin socket, the state)
+      if (hp.path !== POD_SOCK_DIR) v.push(`${id(p.obj)} volume ${vn} mounts host path ${hp.path}, not ${POD_SOCK_DIR}`);
+      else if (hp.type !== 'Directory') v.push(`${id(p.obj)} hostPath ${POD_SOCK_DIR} has type ${hp.type}, not Directory`);
     }
     for (const c of allContainers(s)) {
       for (const m of arr(c.volumeMounts)) {
         if (!hostVols.has(m.name)) continue;
         if (c.name !== SHIM) v.push(`${id(p.obj)} mounts host path ${hostVols.get(m.name).path} into ${c.name}`);
+        else if (m.mountPath !== POD_SOCK_DIR || m.readOnly !== true) {
+          v.push(`${id(p.obj)} ${c.name}: host path mounted at ${m.mountPath}${m.readOnly === true ? '' : ' writable'}, not read-only at ${POD_SOCK_DIR}`);
+        }
         if (m.mountPropagation && m.mountPropagation !== 'None') v.push(`${id(p.obj)} ${c.name}: mount propagation ${m.mountPropagation}`);
       }
       for (const port of arr(c.ports)) {
@@ -416,6 +423,12 @@ function agentConfig(objs) {
     if (!mounted.includes(root)) v.push(`runtime root ${root} is not mounted into the agent`);
   }
   if (!arr(cfg.runtime_roots).length) v.push('no runtime_roots');
+  // the sockets where the pods' hostPath and the agent's mount expect them
+  const dir = (f) => f.slice(0, f.lastIndexOf('/'));
+  if (cfg.socket !== undefined && dir(cfg.socket) !== POD_SOCK_DIR) v.push(`socket ${cfg.socket} is not in ${POD_SOCK_DIR}, the directory sandbox pods mount`);
+  for (const k of ['admin_socket', 'state_dir']) {
+    if (cfg[k] !== undefined && (cfg[k] + '/').startsWith(POD_SOCK_DIR + '/')) v.push(`${k} ${cfg[k]} is inside ${POD_SOCK_DIR}, which sandbox pods mount`);
+  }
   return v;
 }
 
@@ -441,7 +454,7 @@ const POLICIES = [
   ['agent-no-api', 'agent ServiceAccount has no permissions and no token', agentHasNoApiAccess],
   ['secret-only-shim', 'the per-pod Secret is mounted only into the shim', secretOnlyInShim],
   ['sandbox-hardened', 'sandbox pod containers drop ALL, non-root, read-only root, no escalation, seccomp, limits', sandboxContainersHardened],
-  ['sandbox-no-host', 'sandbox pod: no host namespaces, hostPath only /run/boxkite in the shim', sandboxNoHostAccess],
+  ['sandbox-no-host', `sandbox pod: no host namespaces, hostPath only ${POD_SOCK_DIR} (read-only) in the shim`, sandboxNoHostAccess],
   ['agent-daemonset', 'agent DaemonSet: privileged, hostPID, mounts, probe, tolerations, priority, rollout', agentDaemonSetShape],
   ['agent-config', 'agent config parses, both layers on, runtime roots mounted', agentConfig],
   ['namespaces', 'objects live in boxkite-system / boxkite-sandboxes', namespaces],
