@@ -104,6 +104,38 @@ out=$("$CTL" --admin-socket "$T/nope.sock" events 2>&1); rc=$?
 check "no agent: exit 1, one line naming the socket" test $rc = 1 -a "$(wc -l <<<"$out")" = 1
 check "  ... and the socket path" grep -q "$T/nope.sock" <<<"$out"
 
+# --- boxkitectl top --------------------------------------------------------------------------------
+# ev2 runs 10 execs during one 2 s screen, with a process holding 64 MiB, while ev1 idles
+"$CTL" --admin-socket "$T/admin.sock" exec ev2 --timeout 30 -- python3 -c "b = b'x' * (64 << 20); open('/tmp/held', 'w').close(); import time; time.sleep($((8 * TIME_SCALE)))" >/dev/null &
+HP=$!
+for _ in $(seq 1 $((100 * TIME_SCALE))); do ctl exec ev2 -- test -e /tmp/held && break; sleep 0.1; done
+ctl top --json --interval $((2 * TIME_SCALE)) -n 1 > "$T/top.json" &
+TP=$!
+for i in $(seq 1 10); do ctl exec ev2 -- true >/dev/null; done
+wait $TP; rc=$?
+ev2=$(jq -c '.sandboxes[] | select(.pod == "ev2")' "$T/top.json")
+ev1=$(jq -c '.sandboxes[] | select(.pod == "ev1")' "$T/top.json")
+check "top --json: exits 0 with a row per sandbox ($rc; $(jq -c '[.sandboxes[].pod]' "$T/top.json"))" \
+	test $rc = 0 -a -n "$ev1" -a -n "$ev2"
+check "top: ev2's execs/s counts its 10 execs in the screen ($(jq .execs_per_s <<<"$ev2"))" \
+	awk -v r="$(jq .execs_per_s <<<"$ev2")" -v t=$TIME_SCALE 'BEGIN { exit !(r >= 10 / (2 * t + 10) && r <= 10 / (2 * t) + 1) }'
+check "top: ev1, idle, shows 0 execs/s and 0 live" test "$(jq -c '[.execs_per_s, .live_execs]' <<<"$ev1")" = "[0,0]"
+check "top: ev2's live exec (the one holding memory) is counted" test "$(jq .live_execs <<<"$ev2")" -ge 1
+mcur=$(jq .memory_current <<<"$ev2"); pcur=$(jq .pids_current <<<"$ev2")
+check "top: ev2's memory and pids in use, read from its cgroup ($mcur bytes, $pcur pids)" \
+	test "$mcur" -gt 0 -a "$pcur" -ge 1
+check "top: the caps are the pod cgroup's (memory 4 GiB, pids 4096 by default)" \
+	test "$(jq -c '[.memory_max, .pids_max]' <<<"$ev2")" = "[4294967296,4096]"
+mem_ev1=$(jq .memory_current <<<"$ev1")
+check "top: the 64 MiB held by ev2's exec are ev2's, not ev1's (ev1 $mem_ev1, ev2 $mcur)" \
+	test "$mcur" -gt $((mem_ev1 + (48 << 20)))
+ctl top -n 1 --interval 0.2 > "$T/top.txt"
+check "top: the table has a header and a line per sandbox" \
+	sh -c "grep -q 'NAMESPACE/POD .*LIVE .*EXECS/S .*DENIALS/S .*MEMORY .*PIDS' '$T/top.txt' && grep -q 'boxkite-local/ev1 ' '$T/top.txt' && grep -q 'boxkite-local/ev2 .* / 4.0G .* / 4096' '$T/top.txt'"
+out=$(ctl top -n 0 2>&1); rc=$?
+check "top -n 0: exit 2, one line ($out)" test $rc = 2 -a "$(wc -l <<<"$out")" = 1
+kill $HP 2>/dev/null; wait $HP 2>/dev/null
+
 # --- a follower that hangs up; the agent stopping --------------------------------------------------
 kill $FOL2; wait $FOL2 2>/dev/null
 for _ in $(seq 1 50); do [ "$(socks)" -le $((fds0 + 1)) ] && break; sleep 0.1; done
