@@ -3,6 +3,7 @@
  * one write(2), so lines from concurrent threads never interleave (a pipe
  * in a pod: writes up to PIPE_BUF are atomic; longer lines are still one
  * call, and the lock keeps them whole on a file or terminal). */
+#include <ctype.h>
 #include "lib/log.h"
 
 #include <cJSON.h>
@@ -115,8 +116,37 @@ void log_emit(enum log_level level, const char *name, const struct log_field *fi
 		cJSON_AddStringToObject(o, "level", log_level_name(level));
 		if (component)
 			cJSON_AddStringToObject(o, "component", component);
+		/* every line has both "event" (a name scripts match) and "msg"
+		 * (a sentence people read), whichever the caller named its line by */
+		bool by_event = streq(name_key, "event");
+		if (!by_event) {
+			char slug[48];
+			size_t n = 0;
+			/* the name's words up to its first clause ("cannot listen",
+			 * "agent unavailable", "invalid SIDECAR_LISTEN (...)") */
+			for (const char *c = name; *c && !strchr("(;:,", *c) && n < sizeof(slug) - 1; c++) {
+				if (isalnum((unsigned char)*c))
+					slug[n++] = (char)tolower((unsigned char)*c);
+				else if (n && slug[n - 1] != '_')
+					slug[n++] = '_';
+				if (c - name > 40 && slug[n - 1] == '_')
+					break;
+			}
+			while (n && slug[n - 1] == '_')
+				n--;
+			slug[n] = '\0';
+			cJSON_AddStringToObject(o, "event", slug);
+		}
 		cJSON_AddStringToObject(o, name_key, name);
 		add_fields(o, fields);
+		if (by_event && !cJSON_GetObjectItemCaseSensitive(o, "msg")) {
+			char msg[128];
+			snprintf(msg, sizeof(msg), "%s", name);
+			for (char *c = msg; *c; c++)
+				if (*c == '_')
+					*c = ' ';
+			cJSON_AddStringToObject(o, "msg", msg);
+		}
 		char *line = cJSON_PrintUnformatted(o);
 		cJSON_Delete(o);
 		if (line) {

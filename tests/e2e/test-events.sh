@@ -136,6 +136,23 @@ out=$(ctl top -n 0 2>&1); rc=$?
 check "top -n 0: exit 2, one line ($out)" test $rc = 2 -a "$(wc -l <<<"$out")" = 1
 kill $HP 2>/dev/null; wait $HP 2>/dev/null
 
+# --- the agent's log lines: one format (issue 19) ------------------------------------------------
+bad=$(python3 -c '
+import json, sys
+bad = []
+for l in open(sys.argv[1]):
+    try:
+        o = json.loads(l)
+    except ValueError:
+        bad.append(l[:100]); continue
+    if not all(isinstance(o.get(k), str) and o[k] for k in ("ts", "level", "event", "msg")):
+        bad.append(l[:100])
+    elif o["event"] in ("exec", "exec_start", "denied") and not (o.get("exec_id") and o.get("pod") and o.get("namespace")):
+        bad.append(l[:100])
+print(len(bad), *bad[:3], sep="\n")' "$T/agent.log")
+check "every agent log line has ts, level, event and msg; exec and denial lines their exec and pod ($(head -1 <<<"$bad") not)" \
+	test "$(head -1 <<<"$bad")" = 0
+
 # --- a follower that hangs up; the agent stopping --------------------------------------------------
 kill $FOL2; wait $FOL2 2>/dev/null
 for _ in $(seq 1 50); do [ "$(socks)" -le $((fds0 + 1)) ] && break; sleep 0.1; done

@@ -693,12 +693,12 @@ for line in open(sys.argv[1], errors="replace"):
         continue
     try:
         o = json.loads(line)
-        assert isinstance(o, dict) and "msg" in o and "level" in o
+        assert isinstance(o, dict) and "msg" in o and "level" in o and "event" in o
     except Exception:
         print(sys.argv[1].rsplit("/", 1)[-1] + ": " + line[:120].rstrip())
 ' "$f"
 done)
-[ -z "$bad_json" ] && ok "every log line is a JSON object" || notok "JSON log lines" "$(echo "$bad_json" | head -3)"
+[ -z "$bad_json" ] && ok "every log line is a JSON object with level, event and msg" || notok "JSON log lines" "$(echo "$bad_json" | head -3)"
 if grep -lE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|WARNING: ThreadSanitizer|runtime error:' "${LOGS[@]}" >/dev/null 2>&1; then
 	notok "no sanitizer reports" "$(grep -hE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|WARNING: ThreadSanitizer|runtime error:' "${LOGS[@]}" | head -3)"
 	for f in $(grep -lE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|WARNING: ThreadSanitizer|runtime error:' "${LOGS[@]}"); do
