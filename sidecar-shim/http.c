@@ -14,7 +14,8 @@
  *   Content-Lengths, a Transfer-Encoding other than "chunked", a NUL byte
  *   anywhere in the client's bytes) -> route (404) -> method (405) -> /health answered here, no token
  *   -> token configured (503) -> X-Sidecar-Auth-Token (401)
- *   -> Content-Length over the limit (413) -> concurrency slot (429)
+ *   -> Content-Length over the limit (413) -> concurrency slot (waits its turn;
+ *   429 past the queue's depth or time, answered after the body)
  *   -> body streamed with a running size check (413) -> JSON object (400)
  *   -> agent round trip (503 unavailable / 502 malformed / relayed verbatim)
  * A request rejected before the agent round trip never reaches the agent. */
@@ -137,6 +138,7 @@ struct req {
 	unsigned status;
 	bool slot;      /* holds one of max_concurrent */
 	bool too_large; /* body went over the limit while streaming */
+	bool busy;      /* no concurrency slot: 429 once the body is read and discarded */
 	uint64_t discarded; /* bytes thrown away after too_large */
 	char *body;
 	size_t len, cap;
@@ -687,6 +689,88 @@ static bool expects_continue(struct MHD_Connection *c)
 	return e && strcasecmp(e, "100-continue") == 0;
 }
 
+/* ---- concurrency slots ------------------------------------------------------
+ * max_concurrent requests go to the agent at once; the next ones wait in
+ * arrival order (a slot freed is handed to the oldest waiter, never taken
+ * by a newcomer first), at most max_queue of them and each at most
+ * queue_timeout_ms; beyond either, 429. */
+struct slot_waiter {
+	struct slot_waiter *next;
+	pthread_cond_t cond;
+	bool granted;
+};
+
+static int slot_acquire(struct shim *s)
+{
+	pthread_mutex_lock(&s->slot_lock);
+	if (!s->slot_head && atomic_load(&s->inflight) < s->max_concurrent) {
+		atomic_fetch_add(&s->inflight, 1);
+		pthread_mutex_unlock(&s->slot_lock);
+		return 0;
+	}
+	if (s->queued >= s->max_queue) {
+		pthread_mutex_unlock(&s->slot_lock);
+		return -EBUSY;
+	}
+	struct slot_waiter w = { 0 };
+	pthread_condattr_t at;
+	pthread_condattr_init(&at);
+	pthread_condattr_setclock(&at, CLOCK_MONOTONIC);
+	pthread_cond_init(&w.cond, &at);
+	pthread_condattr_destroy(&at);
+	if (s->slot_tail)
+		s->slot_tail->next = &w;
+	else
+		s->slot_head = &w;
+	s->slot_tail = &w;
+	s->queued++;
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += s->queue_timeout_ms / 1000;
+	until.tv_nsec += (long)(s->queue_timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (!w.granted)
+		if (pthread_cond_timedwait(&w.cond, &s->slot_lock, &until) == ETIMEDOUT)
+			break;
+	if (!w.granted) {
+		/* still queued: take ourselves out */
+		struct slot_waiter **pp = &s->slot_head, *prev = NULL;
+		while (*pp && *pp != &w) {
+			prev = *pp;
+			pp = &(*pp)->next;
+		}
+		if (*pp)
+			*pp = w.next;
+		if (s->slot_tail == &w)
+			s->slot_tail = prev;
+		s->queued--;
+	}
+	pthread_mutex_unlock(&s->slot_lock);
+	pthread_cond_destroy(&w.cond);
+	return w.granted ? 0 : -ETIMEDOUT;
+}
+
+/* The slot goes to the oldest waiter (inflight unchanged), or back. */
+static void slot_release(struct shim *s)
+{
+	pthread_mutex_lock(&s->slot_lock);
+	struct slot_waiter *w = s->slot_head;
+	if (w) {
+		s->slot_head = w->next;
+		if (!s->slot_head)
+			s->slot_tail = NULL;
+		s->queued--;
+		w->granted = true;
+		pthread_cond_signal(&w->cond);
+	} else {
+		atomic_fetch_sub(&s->inflight, 1);
+	}
+	pthread_mutex_unlock(&s->slot_lock);
+}
+
 static enum MHD_Result first_call(struct shim *s, struct MHD_Connection *c, struct req *r, const char *url,
 				  const char *method)
 {
@@ -735,10 +819,12 @@ static enum MHD_Result first_call(struct shim *s, struct MHD_Connection *c, stru
 		return MHD_YES;
 	}
 
-	unsigned prev = atomic_fetch_add(&s->inflight, 1);
-	if (prev >= s->max_concurrent) {
-		atomic_fetch_sub(&s->inflight, 1);
-		return respond_static(s, c, r, MHD_HTTP_TOO_MANY_REQUESTS, body_busy);
+	if (slot_acquire(s) < 0) {
+		/* 429 after the body (read and discarded), so that the
+		 * connection stays open for the client's next request */
+		r->busy = true;
+		r->discarded = 0;
+		return MHD_YES;
 	}
 	r->slot = true;
 	/* Accepted: MHD sends 100-continue if asked and streams the body. Even
@@ -752,6 +838,10 @@ static enum MHD_Result first_call(struct shim *s, struct MHD_Connection *c, stru
  * connection is dropped instead of reading a body we will never use. */
 static bool consume(struct shim *s, struct req *r, const char *data, size_t n)
 {
+	if (r->busy) {
+		r->discarded += n;
+		return r->discarded <= s->max_body;
+	}
 	if (r->too_large) {
 		/* a Content-Length body over the limit is discarded whole (at
 		 * most 2 x max_body, first_call); a chunked one past the limit */
@@ -822,6 +912,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		*upload_data_size = 0;
 		return ok ? MHD_YES : MHD_NO;
 	}
+	if (r->busy)
+		return respond_static(s, c, r, MHD_HTTP_TOO_MANY_REQUESTS, body_busy);
 	if (r->too_large)
 		return respond_static(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, body_too_large);
 	if (!framing_ok(s, c, false)) /* a NUL in the body, seen after the headers */
@@ -897,7 +989,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 		return;
 	*con_cls = NULL;
 	if (r->slot)
-		atomic_fetch_sub(&s->inflight, 1);
+		slot_release(s);
 	metrics_count(r->label, r->status);
 	/* Only the fixed route name is logged: the URL is client-controlled. */
 	log_info("request", LS("peer", r->peer), LS("method", r->method),
@@ -915,6 +1007,7 @@ int http_start(struct shim *s)
 	metrics.start = now_ns();
 	atomic_store(&s->last_activity, now_ns());
 	pthread_mutex_init(&s->conns_lock, NULL);
+	pthread_mutex_init(&s->slot_lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

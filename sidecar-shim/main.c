@@ -17,7 +17,11 @@
  *   BOXKITE_AGENT_SOCKET     agent socket (default /run/boxkite/pods/agent.sock)
  *   SIDECAR_MAX_BODY         bytes (default 32 MiB; at most one agent frame less
  *                            SHIM_FRAME_RESERVE, see the clamp below)
- *   SIDECAR_MAX_CONCURRENT   requests in flight before 429 (default 32)
+ *   SIDECAR_MAX_CONCURRENT   requests in flight at once (default 32); more
+ *                            wait their turn, first come first served
+ *   SIDECAR_MAX_QUEUE        requests that may wait (default 4*concurrent);
+ *                            beyond it 429
+ *   SIDECAR_QUEUE_TIMEOUT    seconds one may wait (default 60), then 429
  *   SIDECAR_MAX_CONNECTIONS  open connections (default concurrent+108)
  *   SIDECAR_CONN_TIMEOUT     seconds an idle/slow client may hold a
  *                            connection (default 30); never applies to the
@@ -245,6 +249,12 @@ static int load_config(struct shim *s, const char **cert, const char **key)
 	if (env_uint("SIDECAR_MAX_CONCURRENT", SHIM_DEFAULT_MAX_CONCURRENT, 1, 1024, &v) < 0)
 		return -EINVAL;
 	s->max_concurrent = (unsigned)v;
+	if (env_uint("SIDECAR_MAX_QUEUE", 4ull * s->max_concurrent, 0, 65536, &v) < 0)
+		return -EINVAL;
+	s->max_queue = (unsigned)v;
+	if (env_uint("SIDECAR_QUEUE_TIMEOUT", 60, 1, 3600, &v) < 0)
+		return -EINVAL;
+	s->queue_timeout_ms = (unsigned)v * 1000u;
 	if (env_uint("SIDECAR_MAX_CONNECTIONS", s->max_concurrent + SHIM_DEFAULT_PEER_CONNECTIONS, s->max_concurrent + 1,
 		     4096, &v) < 0)
 		return -EINVAL;
@@ -327,8 +337,10 @@ static void usage(FILE *f)
 		"  BOXKITE_AGENT_SOCKET       the agent's socket (default %s)\n"
 		"  SIDECAR_SECRETS_DIR        granted secrets, one file each (default %s)\n"
 		"  SIDECAR_MAX_BODY           request body limit in bytes (default %u)\n"
-		"  SIDECAR_MAX_CONCURRENT     requests in flight before 429 (default %u)\n"
-		"  SIDECAR_MAX_CONNECTIONS    open connections (default 2 * concurrent + 8)\n"
+		"  SIDECAR_MAX_CONCURRENT     requests in flight at once; more wait their turn (default %u)\n"
+		"  SIDECAR_MAX_QUEUE          requests that may wait, then 429 (default 4 * concurrent)\n"
+		"  SIDECAR_QUEUE_TIMEOUT      seconds one may wait, then 429 (default 60)\n"
+		"  SIDECAR_MAX_CONNECTIONS    open connections (default concurrent + 108)\n"
 		"  SIDECAR_CONN_TIMEOUT       idle seconds per connection (default %u)\n"
 		"  SIDECAR_HEADER_TIMEOUT     seconds from accept to complete headers (default %u)\n"
 		"  SIDECAR_MAX_CONNECTIONS_PER_PEER  open connections of one peer (default connections - concurrent)\n"
@@ -336,7 +348,8 @@ static void usage(FILE *f)
 		"  SIDECAR_DRAIN_TIMEOUT      seconds SIGTERM waits for requests in flight (default %u)\n"
 		"  SIDECAR_LOG_LEVEL          debug, info, warn or error (default info)\n"
 		"  SIDECAR_TOOL_CALL_LOCAL    true: /tool-call runs the agent's local tools\n"
-		"  BACKEND_URL                /tool-call's backend, http://host[:port][/prefix]\n"
+		"  BACKEND_URL                /tool-call's backend, http[s]://host[:port][/prefix]\n"
+		"                             (default http://host.docker.internal:8000)\n"
 		"  RUNTIME_MODE               /health's runtime_mode (default k8s)\n",
 		SHIM_DEFAULT_TLS_DIR, SHIM_DEFAULT_TLS_DIR, SHIM_DEFAULT_LISTEN, SHIM_DEFAULT_AGENT_SOCKET,
 		SHIM_DEFAULT_SECRETS_DIR, SHIM_DEFAULT_MAX_BODY, SHIM_DEFAULT_MAX_CONCURRENT, SHIM_DEFAULT_CONN_TIMEOUT,
@@ -402,7 +415,7 @@ int main(int argc, char **argv)
 	log_info("listening", LS("version", BK_VERSION), LS("listen", addr), LB("tls", s.tls),
 		 LS("agent_socket", s.upstream.path), LB("token_configured", s.token_set), LI("max_body", s.max_body),
 		 LI("max_body_configured", s.max_body_configured),
-		 LI("max_concurrent", s.max_concurrent), LI("max_connections", s.max_connections),
+		 LI("max_concurrent", s.max_concurrent), LI("max_queue", s.max_queue), LI("max_connections", s.max_connections),
 		 LI("conn_timeout_s", s.conn_timeout));
 
 	siginfo_t si;

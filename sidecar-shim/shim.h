@@ -139,7 +139,13 @@ struct shim {
 	int listen_fd;
 	struct MHD_Daemon *mhd;
 	struct upstream_pool upstream; /* connections to the agent */
-	atomic_uint inflight; /* requests holding a concurrency slot (429) */
+	atomic_uint inflight; /* requests holding a concurrency slot */
+	/* requests waiting for a slot, first come first served (http.c
+	 * slot_acquire): at most max_queue, each at most queue_timeout_ms,
+	 * then 429 */
+	pthread_mutex_t slot_lock;
+	struct slot_waiter *slot_head, *slot_tail;
+	unsigned queued, max_queue, queue_timeout_ms;
 	atomic_uint active;   /* every request from headers to completion (drain) */
 	atomic_bool draining;
 	_Atomic uint64_t last_activity; /* now_ns() of the last request other than /health */

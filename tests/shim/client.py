@@ -221,17 +221,22 @@ def cmd_load(a):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    stats = {"ok": 0, "busy": 0, "bad": []}
+    stats = {"ok": 0, "busy": 0, "bad": [], "conns": 0}
     lock = threading.Lock()
 
     def worker(w):
         conn = None
         for i in range(a.requests):
             if conn is None:
-                conn = (http.client.HTTPSConnection("127.0.0.1", a.port, context=ctx, timeout=30) if a.tls
-                        else http.client.HTTPConnection("127.0.0.1", a.port, timeout=30))
+                conn = (http.client.HTTPSConnection("127.0.0.1", a.port, context=ctx, timeout=90) if a.tls
+                        else http.client.HTTPConnection("127.0.0.1", a.port, timeout=90))
+                with lock:
+                    stats["conns"] += 1
             tag = f"{w}-{i}"
-            body = json.dumps({"tag": tag, "pad": "p" * (i * 997 % 20000)})
+            req = {"tag": tag, "pad": "p" * (i * 997 % 20000)}
+            if a.sleep:
+                req["fake"] = {"sleep": a.sleep}
+            body = json.dumps(req)
             try:
                 conn.request("POST", "/exec", body, {"X-Sidecar-Auth-Token": a.token})
                 r = conn.getresponse()
@@ -257,7 +262,7 @@ def cmd_load(a):
         t.start()
     for t in ts:
         t.join()
-    print(f"ok={stats['ok']} busy={stats['busy']} bad={len(stats['bad'])} {'; '.join(stats['bad'][:3])}")
+    print(f"ok={stats['ok']} busy={stats['busy']} bad={len(stats['bad'])} conns={stats['conns']} {'; '.join(stats['bad'][:3])}")
     return 0 if not stats["bad"] else 1
 
 
@@ -299,6 +304,7 @@ def main():
     p.add_argument("--token", required=True)
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--requests", type=int, default=20)
+    p.add_argument("--sleep", type=float, default=0, help="the fake agent waits this long per request")
     a = ap.parse_args()
     return {"slow": cmd_slow, "trickle": cmd_trickle, "plain": cmd_plain, "raw": cmd_raw,
             "wire": cmd_wire, "hold": cmd_hold, "load": cmd_load}[a.cmd](a)

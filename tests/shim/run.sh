@@ -309,17 +309,19 @@ CODES=$(curl -sS -k --pinnedpubkey "$PIN" "${AUTH[@]}" -o /dev/null -o /dev/null
 if [ "$CODES" = "200:1 200:0 " ]; then ok "keep-alive: second request reuses the connection"; else notok "keep-alive" "got '$CODES'"; fi
 
 # ---- many clients at once ------------------------------------------------------
+# Over SIDECAR_MAX_CONCURRENT requests wait their turn (first come, first
+# served) instead of being refused; 429 only past the queue's depth or time,
+# and then on a connection that stays open.
 P_LOAD=$(free_port)
 if start_shim LOAD "$P_LOAD" SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT="$T/pod.crt" \
-	SIDECAR_TLS_KEY="$T/pod.key" SIDECAR_MAX_CONCURRENT=8 SIDECAR_MAX_CONNECTIONS_PER_PEER=24; then
-	# (one client at twice the concurrency, reconnecting after each 429)
+	SIDECAR_TLS_KEY="$T/pod.key" SIDECAR_MAX_CONCURRENT=8; then
 	C0=$(count)
-	out=$(python3 "$CLIENT" load --port "$P_LOAD" --tls --token "$TOKEN" --threads 16 --requests 25)
+	out=$(python3 "$CLIENT" load --port "$P_LOAD" --tls --token "$TOKEN" --threads 16 --requests 25 --sleep 0.02)
 	rc=$?
 	okn=$(sed -n 's/^ok=\([0-9]*\) .*/\1/p' <<<"$out")
-	if [ $rc = 0 ] && [ "$(count)" = $((C0 + okn)) ] && [ "$okn" -gt 0 ]; then
-		ok "16 keep-alive TLS clients x 25 requests, limit 8: every answer is its own echo, rest 429 ($out)"
-	else notok "concurrent clients" "rc $rc: $out; agent count +$(($(count) - C0))"; fi
+	if [ $rc = 0 ] && [ "$okn" = 400 ] && [ "$(count)" = $((C0 + 400)) ] && grep -q ' busy=0 .*conns=16 ' <<<"$out"; then
+		ok "16 keep-alive TLS clients x 25 requests, limit 8: all 400 served in turn, no 429, one connection each, every answer its own echo ($out)"
+	else notok "concurrent clients, queued" "rc $rc: $out; agent count +$(($(count) - C0))"; fi
 	threads=$(ls "/proc/$LOAD_PID/task" | wc -l)
 	sleep 0.5
 	kill -TERM "$LOAD_PID"
@@ -327,6 +329,34 @@ if start_shim LOAD "$P_LOAD" SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT
 	rc=$?
 	[ $rc = 0 ] && ok "after the load: shim exits 0 on SIGTERM (had $threads threads)" || notok "load shim exit" "rc $rc"
 else notok "load shim" "did not start"; fi
+P_NOQ=$(free_port)
+if start_shim NOQUEUE "$P_NOQ" SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT="$T/pod.crt" \
+	SIDECAR_TLS_KEY="$T/pod.key" SIDECAR_MAX_CONCURRENT=4 SIDECAR_MAX_QUEUE=0; then
+	out=$(python3 "$CLIENT" load --port "$P_NOQ" --tls --token "$TOKEN" --threads 12 --requests 10 --sleep 0.05)
+	rc=$?
+	busy=$(sed -n 's/.* busy=\([0-9]*\) .*/\1/p' <<<"$out")
+	if [ $rc = 0 ] && [ "${busy:-0}" -gt 0 ] && grep -q ' bad=0 conns=12 ' <<<"$out"; then
+		ok "no queue (SIDECAR_MAX_QUEUE=0), limit 4, 12 clients: 429s, each on a connection kept open ($out)"
+	else notok "429 keeps the connection" "rc $rc: $out"; fi
+	kill -TERM "$NOQUEUE_PID"; wait "$NOQUEUE_PID"
+else notok "no-queue shim" "did not start"; fi
+P_QT=$(free_port)
+if start_shim QTIME "$P_QT" SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT="$T/pod.crt" \
+	SIDECAR_TLS_KEY="$T/pod.key" SIDECAR_MAX_CONCURRENT=1 SIDECAR_QUEUE_TIMEOUT=1; then
+	hc "https://127.0.0.1:$P_QT/exec" "${AUTH[@]}" -d '{"fake":{"sleep":3}}' &
+	HOLDER=$!
+	sleep 0.5
+	t0=$(now_ms)
+	CODE=$(curl -sS -k --pinnedpubkey "$PIN" --max-time 10 -o "$T/qt.body" -w '%{http_code}' "${AUTH[@]}" \
+		-d '{"second":true}' "https://127.0.0.1:$P_QT/exec" 2>/dev/null)
+	t1=$(now_ms)
+	wait "$HOLDER"
+	if [ "$CODE" = 429 ] && [ "$(json "$T/qt.body" 'd["code"]')" = too_many_requests ] &&
+		[ $((t1 - t0)) -ge 900 ] && [ $((t1 - t0)) -lt 2500 ]; then
+		ok "limit 1, queue timeout 1 s: the waiting request gets 429 too_many_requests after $((t1 - t0)) ms"
+	else notok "queue timeout" "code $CODE after $((t1 - t0)) ms: $(head -c 200 "$T/qt.body")"; fi
+	kill -TERM "$QTIME_PID"; wait "$QTIME_PID"
+else notok "queue-timeout shim" "did not start"; fi
 
 # ---- malformed agent answers ------------------------------------------------
 for mal in notjson nobody badstatus badframe; do
@@ -379,16 +409,19 @@ for i in 1 2 3; do
 done
 for i in $(seq 100); do [ "$(count)" -ge $((C0 + 3)) ] && break; sleep 0.05; done
 t0=$(now_ms)
-hc "$M/exec" "${AUTH[@]}" -d '{}'
-t1=$(now_ms)
-if [ "$CODE" = 429 ] && [ $((t1 - t0)) -lt 1500 ] && [ "$(json "$T/body" 'd["code"]')" = too_many_requests ]; then
-	ok "4th request with 3 in flight → 429 at once ($((t1 - t0)) ms)"
-else notok "429 over the concurrency limit" "code $CODE after $((t1 - t0)) ms"; fi
 hc "$M/health"
-[ "$CODE" = 200 ] && ok "health still answers while saturated" || notok "health while saturated" "code $CODE"
+t1=$(now_ms)
+[ "$CODE" = 200 ] && [ $((t1 - t0)) -lt 1500 ] && ok "health answers at once while saturated ($((t1 - t0)) ms)" ||
+	notok "health while saturated" "code $CODE after $((t1 - t0)) ms"
+t0=$(now_ms)
+hc "$M/exec" "${AUTH[@]}" -d '{"fourth":true}'
+t1=$(now_ms)
+if [ "$CODE" = 200 ] && [ $((t1 - t0)) -ge 1500 ]; then
+	ok "4th request with 3 in flight waits its turn: 200 once a slot is free ($((t1 - t0)) ms)"
+else notok "queued over the concurrency limit" "code $CODE after $((t1 - t0)) ms"; fi
 wait "${BG[@]}"
 if [ "$(cat "$T/slow1" "$T/slow2" "$T/slow3")" = 200200200 ]; then ok "the 3 slow requests completed with 200"; else notok "slow requests" "$(cat "$T/slow1" "$T/slow2" "$T/slow3")"; fi
-[ "$(count)" = $((C0 + 3)) ] && ok "the 429 request never reached the agent" || notok "429 not forwarded" "count $C0 -> $(count)"
+[ "$(count)" = $((C0 + 4)) ] && ok "all 4 reached the agent, one at a time over the limit" || notok "queued request forwarded" "count $C0 -> $(count)"
 hc "$M/exec" "${AUTH[@]}" -d '{}'
 [ "$CODE" = 200 ] && ok "slots are released after completion" || notok "slots released" "code $CODE"
 
