@@ -127,7 +127,8 @@ int ctl_events(int argc, char **argv, const char *admin_socket)
 			usage(stdout);
 			return 0;
 		} else {
-			usage(stderr);
+			fprintf(stderr, "boxkitectl: %s: unknown argument %s; boxkitectl %s --help lists them\n", "events",
+				argv[i], "events");
 			return 2;
 		}
 	}

@@ -202,7 +202,8 @@ int ctl_top(int argc, char **argv, const char *admin_socket)
 			usage(stdout);
 			return 0;
 		} else {
-			usage(stderr);
+			fprintf(stderr, "boxkitectl: %s: unknown argument %s; boxkitectl %s --help lists them\n", "top",
+				argv[i], "top");
 			return 2;
 		}
 	}
