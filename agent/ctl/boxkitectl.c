@@ -123,6 +123,14 @@ static void usage(FILE *f)
 		synopsis);
 }
 
+/* A command's arguments are wrong: one line saying what and where to look. */
+static int bad_usage(const char *cmd, const char *what, const char *arg)
+{
+	fprintf(stderr, "boxkitectl %s: %s%s%s; boxkitectl %s --help says more\n", cmd, what, arg ? ": " : "",
+		arg ? arg : "", cmd);
+	return 2;
+}
+
 /* `COMMAND --help`: its synopsis lines, then what it does. 0, or 2 for an
  * unknown command. */
 static int command_help(const char *cmd, FILE *f)
@@ -256,8 +264,7 @@ static int cmd_exec(int argc, char **argv)
 {
 	/* exec NAME [--timeout S] [--json] -- CMD... */
 	if (argc < 2) {
-		usage(stderr);
-		return 2;
+		return bad_usage("exec", "a sandbox name and a command are needed (exec NAME -- CMD)", NULL);
 	}
 	const char *name = argv[1];
 	long timeout = 0;
@@ -280,8 +287,7 @@ static int cmd_exec(int argc, char **argv)
 			break;
 	}
 	if (i >= argc) {
-		usage(stderr);
-		return 2;
+		return bad_usage("exec", "no command after the options (exec NAME [--timeout S] [--json] -- CMD)", NULL);
 	}
 	char *cmd;
 	if (shell_join(argv + i, argc - i, &cmd) < 0)
@@ -353,8 +359,7 @@ static cJSON *admin_call_ok(const char *op, cJSON *args)
 static int cmd_inspect(int argc, char **argv)
 {
 	if (argc < 2) {
-		usage(stderr);
-		return 2;
+		return bad_usage("inspect", "a sandbox name is needed", NULL);
 	}
 	cJSON *args = cJSON_CreateObject();
 	cJSON_AddStringToObject(args, "sandbox", argv[1]);
@@ -371,8 +376,7 @@ static int cmd_inspect(int argc, char **argv)
 static int cmd_verify(int argc, char **argv)
 {
 	if (argc < 2) {
-		usage(stderr);
-		return 2;
+		return bad_usage("verify", "a sandbox name is needed", NULL);
 	}
 	bool json = false;
 	double hold = 0;
@@ -382,8 +386,7 @@ static int cmd_verify(int argc, char **argv)
 		else if (streq(argv[i], "--hold") && i + 1 < argc)
 			hold = strtod(argv[++i], NULL);
 		else {
-			usage(stderr);
-			return 2;
+			return bad_usage("verify", "unknown argument", argv[i]);
 		}
 	}
 	cJSON *args = cJSON_CreateObject();
@@ -470,8 +473,7 @@ static int cmd_call(int argc, char **argv)
 {
 	/* call --socket PATH OP [ARGS] */
 	if (argc < 4 || !streq(argv[1], "--socket")) {
-		usage(stderr);
-		return 2;
+		return bad_usage("call", "call --socket PATH OP [ARGS-JSON]", NULL);
 	}
 	int fd = bk_connect(argv[2]);
 	if (fd < 0) {
@@ -546,8 +548,7 @@ static int parse_size(const char *s, uint64_t *out)
 static int cmd_sandbox(int argc, char **argv)
 {
 	if (argc < 2) {
-		usage(stderr);
-		return 2;
+		return bad_usage("sandbox", "create, delete or list", NULL);
 	}
 	char shim[PATH_MAX];
 	default_shim_bin(shim, sizeof(shim));
@@ -654,8 +655,7 @@ static int cmd_sandbox(int argc, char **argv)
 		return local_create(name, &o) < 0;
 	if (streq(argv[1], "delete"))
 		return local_delete(name, &o) < 0;
-	usage(stderr);
-	return 2;
+	return bad_usage("sandbox", "unknown subcommand (create, delete or list)", argv[1]);
 }
 
 /* ---- receipts --------------------------------------------------------------------------- */
@@ -742,13 +742,11 @@ static int cmd_receipt(int argc, char **argv)
 		if (argc == 5 && streq(argv[3], "--pubkey"))
 			pub = argv[4];
 		else if (argc != 3) {
-			usage(stderr);
-			return 2;
+			return bad_usage("receipt", "receipt verify FILE [--pubkey PEM-FILE]", NULL);
 		}
 		return receipt_verify(argv[2], pub);
 	}
-	usage(stderr);
-	return 2;
+	return bad_usage("receipt", "pubkey or verify FILE", NULL);
 }
 
 int main(int argc, char **argv)
@@ -773,7 +771,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (i >= argc) {
-		usage(stderr);
+		fprintf(stderr, "boxkitectl: no command; boxkitectl --help lists them\n");
 		return 2;
 	}
 	const char *cmd = argv[i];

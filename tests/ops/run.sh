@@ -101,6 +101,31 @@ done
 "$BIN/boxkitectl" exec sb -- sh --help >/dev/null 2>&1; rc=$?
 check "boxkitectl exec NAME -- CMD --help runs CMD (it is not boxkitectl's --help: exit $rc, not 0)" test "$rc" -ne 0
 
+# every argument error: exit 2 and one line on stderr saying what to do
+while IFS= read -r args; do
+	# shellcheck disable=SC2086
+	"$BIN/boxkitectl" $args > "$T/o" 2> "$T/e"; rc=$?
+	check "boxkitectl $args: exit 2, one line on stderr, nothing on stdout ($(head -c 120 "$T/e"))" \
+		sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/e') -eq 1 ] && [ ! -s '$T/o' ]"
+done <<'EOF2'
+
+--bogus
+frobnicate
+exec
+exec sb
+inspect
+verify sb --bogus
+sandbox
+sandbox frob x
+sandbox create
+receipt
+call
+events --bogus
+events --last 5000
+top -n 0
+top --bogus
+EOF2
+
 # ---- man pages -------------------------------------------------------------------
 if command -v scdoc >/dev/null; then
 	for b in $BINS; do
