@@ -106,6 +106,12 @@ bpftool prog show pinned /sys/fs/bpf/boxkite/bk_connect4
 say "boxkitectl verify $NAME   (probes from a real exec context of the sandbox)"
 "$BK_BIN/boxkitectl" verify "$NAME"
 
+say "boxkitectl events --last 6   (what the node did: execs, each denial as it happened)"
+"$BK_BIN/boxkitectl" events --last 6
+
+say "boxkitectl top -n 1   (per sandbox: live execs, rates, memory and pids against the pod's caps)"
+"$BK_BIN/boxkitectl" top -n 1 --interval 1
+
 say "boxkitectl status (excerpt)"
 "$BK_BIN/boxkitectl" status | jq -c '{node_safe, selftest, live_execs, execs_ok, denied_total, sandboxes: [.sandboxes[] | {pod, policy, layers, denials}]}'
 
