@@ -423,8 +423,9 @@ static bool at_or_below(const char *dir, const struct stat *st)
 			return true;
 		if (streq(p, "/") || streq(p, "."))
 			return false;
-		char *d = dirname(p);
-		memmove(p, d, strlen(d) + 1);
+		char *d = dirname(p); /* p itself, shortened, or a static "." or "/" */
+		if (d != p)
+			memmove(p, d, strlen(d) + 1);
 	}
 }
 
