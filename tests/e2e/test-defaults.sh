@@ -20,10 +20,27 @@ source "$(dirname "$0")/lib.sh"
 # port: removed again unless they were there before (bench.sh does the same)
 [ -e /sys/fs/bpf/boxkite ] && KEEP_PINS=1 || KEEP_PINS=
 [ -e "$CG2/boxkite-keepalive" ] && KEEP_CG=1 || KEEP_CG=
+# the pod cgroups that exist before; any other one at the end is this test's
+pod_cgroups() { find $CG_ROOTS -maxdepth 3 -path '*/kubepods/*pod*' -type d 2>/dev/null | sort; }
+PODS_BEFORE=$(pod_cgroups)
 defaults_cleanup() {
 	local rc=$?
 	for s in "${SANDBOXES[@]}"; do "$CTL" sandbox delete "$s" >/dev/null 2>&1; done
 	SANDBOXES=()
+	# Whatever boxkitectl could not delete: runc's state lives on this
+	# namespace's /run and is gone with it, so every container still
+	# listed there is killed and removed now, and the pod cgroups this
+	# test made go too (else they would outlive it, unreachable).
+	local id
+	for id in $(runc --root /run/runc list -q 2>/dev/null); do
+		runc --root /run/runc kill -a "$id" KILL 2>/dev/null
+		runc --root /run/runc delete -f "$id" >/dev/null 2>&1
+	done
+	local d
+	for d in $(comm -13 <(echo "$PODS_BEFORE") <(pod_cgroups)); do
+		find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
+		rmdir "$(dirname "$d")" "$(dirname "$(dirname "$d")")" 2>/dev/null
+	done
 	bk_stop_agent >/dev/null 2>&1
 	[ -n "$KEEP_PINS" ] || rm -rf /sys/fs/bpf/boxkite
 	[ -n "$KEEP_CG" ] || rmdir "$CG2/boxkite-keepalive" 2>/dev/null
@@ -134,6 +151,7 @@ check "--no-wait: the same create returns without waiting" \
 	sh -c "'$CTL' sandbox create ddead --agent-socket '$T/dead/agent.sock' --no-wait > /dev/null 2>&1"
 "$CTL" sandbox delete ddead
 bk_stop_agent >/dev/null 2>&1
+SANDBOXES+=(dnone)   # (a create that should fail: deleted at the end if it did not)
 "$CTL" sandbox create dnone > /dev/null 2> "$T/none.err"; rc=$?
 echo "# $(cat "$T/none.err")"
 check "create with no agent running: exit 1 at once, one line saying to start it" \
