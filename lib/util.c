@@ -81,6 +81,12 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+struct timespec mono_after_ms(unsigned ms)
+{
+	uint64_t t = now_ns() + (uint64_t)ms * 1000000ull;
+	return (struct timespec){ .tv_sec = (time_t)(t / 1000000000ull), .tv_nsec = (long)(t % 1000000000ull) };
+}
+
 int mkdir_p(const char *path, mode_t mode)
 {
 	char buf[4096];

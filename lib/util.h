@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
@@ -67,5 +68,8 @@ int write_file_at(int dirfd, const char *path, const char *s);
 int parse_u64(const char *s, uint64_t *out);
 /* Monotonic time in nanoseconds. */
 uint64_t now_ns(void);
+/* CLOCK_MONOTONIC now plus ms, for pthread_cond_timedwait on a condition
+ * variable set to that clock. */
+struct timespec mono_after_ms(unsigned ms);
 /* mkdir -p, mode for every created component. */
 int mkdir_p(const char *path, mode_t mode);

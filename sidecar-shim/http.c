@@ -724,14 +724,7 @@ static int slot_acquire(struct shim *s)
 		s->slot_head = &w;
 	s->slot_tail = &w;
 	s->queued++;
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += s->queue_timeout_ms / 1000;
-	until.tv_nsec += (long)(s->queue_timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = mono_after_ms(s->queue_timeout_ms);
 	while (!w.granted)
 		if (pthread_cond_timedwait(&w.cond, &s->slot_lock, &until) == ETIMEDOUT)
 			break;

@@ -1031,14 +1031,25 @@ static void on_event(const struct bk_event *ev, void *ud)
 		attribute(d, ev, exec_pid);
 		snprintf(d->reason, sizeof(d->reason), "%s", bk_reason_name(ev->reason));
 	}
-	/* as it happens (`boxkitectl events`), for the ones the receipt lists */
-	if (res->n_denied > n0) {
-		const struct bk_denial *d = &res->denied[res->n_denied - 1];
-		log_info("denied", LS("exec_id", res->exec_id), LS("pod", pod ? pod->pod_name : NULL),
-			 LS("namespace", pod ? pod->pod_namespace : NULL), LS("dst", d->dst), LI("port", d->port),
-			 LS("proto", d->proto), LS("reason", d->reason), LS("comm", d->comm));
+	/* logged as it happens (`boxkitectl events`), for the ones the receipt
+	 * lists; copied here, logged after the engine lock (every exec's
+	 * watch and unwatch take it) */
+	bool logit = res->n_denied > n0;
+	struct bk_denial d;
+	char exec_id[sizeof(res->exec_id)], name[256] = "", ns[256] = "";
+	if (logit) {
+		d = res->denied[res->n_denied - 1];
+		memcpy(exec_id, res->exec_id, sizeof(exec_id));
+		if (pod) {
+			snprintf(name, sizeof(name), "%s", pod->pod_name);
+			snprintf(ns, sizeof(ns), "%s", pod->pod_namespace);
+		}
 	}
 	pthread_mutex_unlock(&e->lock);
+	if (logit)
+		log_info("denied", LS("exec_id", exec_id), LS("pod", pod ? name : NULL), LS("namespace", pod ? ns : NULL),
+			 LS("dst", d.dst), LI("port", d.port), LS("proto", d.proto), LS("reason", d.reason),
+			 LS("comm", d.comm));
 }
 
 /* Also the reaper of retired execs: their pins go soon after the kernel

@@ -57,14 +57,7 @@ uint64_t bk_events_head(void)
 int bk_events_next(uint64_t *cursor, char **out, uint64_t *lost, int timeout_ms)
 {
 	pthread_once(&cond_once, cond_init);
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = mono_after_ms(timeout_ms > 0 ? (unsigned)timeout_ms : 0);
 	*out = NULL;
 	*lost = 0;
 	pthread_mutex_lock(&lock);
