@@ -42,7 +42,8 @@ struct child_msg {
 	uint64_t netns_ino;
 	int seccomp_mode;                  /* PR_GET_SECCOMP after the install */
 	int landlock_enforced;             /* landlock_restrict_self returned 0 */
-	uint32_t seccomp_ns[2];            /* the layer's steps: install, check */
+	uint64_t t_start, t_ready;         /* CLOCK_MONOTONIC: the first step, the report */
+	uint32_t t_ns[BK_PH_N];            /* the steps' time by phase (enum bk_phase) */
 	int n_if;
 	char ifaces[BK_MAX_IFACES][IFNAMSIZ];
 };
@@ -324,6 +325,7 @@ static int enter_cwd(struct child_args *a)
 	return 0;
 }
 
+/* CLOCK_MONOTONIC (vDSO, async-signal-safe) */
 static uint64_t mono_ns(void)
 {
 	struct timespec t;
@@ -335,9 +337,7 @@ static uint64_t mono_ns(void)
  * (setns, unshare, mount). no_new_privs is set by the drop. */
 static int apply_seccomp(struct child_args *a)
 {
-	uint64_t t0 = mono_ns();
 	int r = bk_seccomp_install(a->seccomp);
-	a->ready.seccomp_ns[0] = (uint32_t)(mono_ns() - t0);
 	if (r < 0)
 		return failed(a, "cannot install the seccomp filter", -r);
 	return 0;
@@ -349,9 +349,7 @@ static int apply_seccomp(struct child_args *a)
  * /proc/<pid>/status (seccomp_readback in exec.c's terms). */
 static int seccomp_check(struct child_args *a)
 {
-	uint64_t t0 = mono_ns();
 	int m = bk_seccomp_mode_self();
-	a->ready.seccomp_ns[1] = (uint32_t)(mono_ns() - t0);
 	if (m < 0)
 		return failed(a, "cannot read the seccomp mode (PR_GET_SECCOMP)", -m);
 	a->ready.seccomp_mode = m;
@@ -363,46 +361,54 @@ static int seccomp_check(struct child_args *a)
 /* Returns only on failure. */
 static int exec_shell(struct child_args *a)
 {
+	a->ready.t_ready = mono_ns();
 	(void)!write(a->info_fd, &a->ready, sizeof(a->ready));
 	execve("/bin/sh", a->argv, a->envp);
 	return failed(a, "cannot execute /bin/sh in the sandbox container", errno);
 }
 
-/* The child's layers, in order. A failure reports the step's layer. */
+/* The child's layers, in order. A failure reports the step's layer; the
+ * step's time counts in its phase (the report's t_ns). */
 static const struct child_step {
 	const char *layer;
 	int (*run)(struct child_args *);
 	bool (*when)(const struct child_args *); /* NULL: always */
+	int phase;
 	struct bk_fault fault;
 } child_steps[] = {
-	{ "cgroup",    .run = join_v1_cgroups },
-	{ "netns",     .run = enter_fresh_netns, .when = fresh,
+	{ "cgroup",    .run = join_v1_cgroups,   .phase = BK_PH_V1_JOIN },
+	{ "netns",     .run = enter_fresh_netns, .when = fresh, .phase = BK_PH_NETNS,
 	  .fault = { "netns", EPERM, "injected fault: netns setup refused" } },
-	{ "netns",     .run = enter_pod_netns,   .when = pod_netns },
-	{ "netns",     .run = netns_receipt },
-	{ "container", .run = enter_container,   .fault = { "setns", EPERM, "injected fault: setns refused" } },
-	{ "container", .run = enter_pidns,       .fault = { "pidns", EPERM, "injected fault: pid namespace refused" } },
-	{ "container", .run = own_proc },
-	{ "container", .run = stdio_limits },
-	{ "container", .run = drop_privileges },
-	{ "landlock",  .run = apply_landlock,    .when = landlock_on },
-	{ "container", .run = enter_cwd },
-	{ "seccomp",   .run = apply_seccomp,     .when = seccomp_on,
+	{ "netns",     .run = enter_pod_netns,   .when = pod_netns, .phase = BK_PH_NETNS },
+	{ "netns",     .run = netns_receipt,     .phase = BK_PH_NETNS },
+	{ "container", .run = enter_container,   .phase = BK_PH_CONTAINER,
+	  .fault = { "setns", EPERM, "injected fault: setns refused" } },
+	{ "container", .run = enter_pidns,       .phase = BK_PH_CONTAINER,
+	  .fault = { "pidns", EPERM, "injected fault: pid namespace refused" } },
+	{ "container", .run = own_proc,          .phase = BK_PH_CONTAINER },
+	{ "container", .run = stdio_limits,      .phase = BK_PH_PRIVS },
+	{ "container", .run = drop_privileges,   .phase = BK_PH_PRIVS },
+	{ "landlock",  .run = apply_landlock,    .when = landlock_on, .phase = BK_PH_LANDLOCK },
+	{ "container", .run = enter_cwd,         .phase = BK_PH_PRIVS },
+	{ "seccomp",   .run = apply_seccomp,     .when = seccomp_on, .phase = BK_PH_SECCOMP,
 	  .fault = { "seccomp", EPERM, "injected fault: seccomp filter refused" } },
-	{ "seccomp",   .run = seccomp_check },
-	{ "exec",      .run = exec_shell },
+	{ "seccomp",   .run = seccomp_check,     .phase = BK_PH_SECCOMP },
+	{ "exec",      .run = exec_shell,        .phase = BK_PH_REPORT },
 };
 
 static _Noreturn void child_main(struct child_args *a)
 {
 	a->ready.kind = 1;
+	a->ready.t_start = mono_ns();
 	for (size_t i = 0; i < ARRAY_SIZE(child_steps); i++) {
 		const struct child_step *s = &child_steps[i];
 		if (s->when && !s->when(a))
 			continue;
 		if (bk_fault_hit(&s->fault, a->fault))
 			child_fail(a, s->layer, s->fault.msg, s->fault.err);
+		uint64_t t = mono_ns();
 		int r = s->run(a);
+		a->ready.t_ns[s->phase] += (uint32_t)(mono_ns() - t);
 		if (r < 0)
 			child_fail(a, s->layer, a->what, -r);
 	}
@@ -515,6 +521,7 @@ static int status_readback(struct exec_ctx *x, pid_t pid, int child_mode)
 static int wait_report(struct exec_ctx *x, int info_fd, pid_t pid)
 {
 	struct child_msg m, last = { 0 };
+	uint64_t t_eof = 0;
 	for (;;) {
 		struct pollfd pf = { .fd = info_fd, .events = POLLIN };
 		int pr = poll(&pf, 1, 10000);
@@ -527,8 +534,10 @@ static int wait_report(struct exec_ctx *x, int info_fd, pid_t pid)
 		ssize_t n = read(info_fd, &m, sizeof(m));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
+			t_eof = mono_ns();
 			break;
+		}
 		if (n == sizeof(m))
 			last = m;
 	}
@@ -546,8 +555,15 @@ static int wait_report(struct exec_ctx *x, int info_fd, pid_t pid)
 	}
 	x->res->netns_inode = last.netns_ino;
 	x->res->landlock = last.landlock_enforced == 1;
-	/* the layer in the child: install and check */
-	x->res->t_us[BK_PH_SECCOMP] = (last.seccomp_ns[0] + last.seccomp_ns[1] + 500) / 1000;
+	/* the child's steps by phase (the report step's own time is the
+	 * write; from it until the EOF of execve is the agent's to time) */
+	for (int k = 0; k < BK_PH_N; k++)
+		if (k != BK_PH_REPORT)
+			x->res->t_us[k] += (last.t_ns[k] + 500) / 1000;
+	if (last.t_start > x->t_clone)
+		x->res->t_us[BK_PH_CLONE] = (uint32_t)((last.t_start - x->t_clone + 500) / 1000);
+	if (t_eof > last.t_ready && last.t_ready)
+		x->res->t_us[BK_PH_REPORT] = (uint32_t)((t_eof - last.t_ready + 500) / 1000);
 	int r = status_readback(x, pid, last.seccomp_mode);
 	if (r < 0) {
 		x->res->killed_after_start = true;
@@ -640,6 +656,7 @@ int bk_step_spawn(struct exec_ctx *x)
 		return bk_fail(&x->err, -errno, NULL, "cannot enter the sandbox container's pid namespace: %s",
 			       strerror(errno));
 	int pidfd = -1;
+	x->t_clone = mono_ns();
 	struct clone_args args = {
 		.flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
 		.pidfd = (uint64_t)(uintptr_t)&pidfd,

@@ -102,8 +102,6 @@ void bk_exec_result_free(struct bk_exec_result *r)
 
 /* ---- the steps ----------------------------------------------------------------- */
 
-/* buckets of res->t_us */
-enum { PH_CGROUP, PH_BPF, PH_SPAWN, PH_RUN, PH_TEARDOWN };
 
 static bool bpf_on(const struct exec_ctx *x) { return x->e->filter != NULL; }
 static bool fresh_netns(const struct exec_ctx *x) { return x->fresh_netns; }
@@ -121,16 +119,16 @@ static const struct step {
 	int phase;                              /* timed in res->t_us[phase] */
 	struct bk_fault fault;                  /* testing.fault that fails it */
 } steps[] = {
-	{ "container", bk_step_sandbox_user, .phase = PH_CGROUP },
-	{ "cgroup",    bk_step_cgroup,       .phase = PH_CGROUP,
+	{ "container", bk_step_sandbox_user, .phase = BK_PH_CGROUP },
+	{ "cgroup",    bk_step_cgroup,       .phase = BK_PH_CGROUP,
 	  .fault = { "cgroup", EACCES, "injected fault: exec cgroup creation refused" } },
-	{ "cgroup",    bk_step_record,       .phase = PH_CGROUP },
-	{ "bpf",       bk_step_bpf,          .when = bpf_on, .phase = PH_BPF,
+	{ "cgroup",    bk_step_record,       .phase = BK_PH_CGROUP },
+	{ "bpf",       bk_step_bpf,          .when = bpf_on, .phase = BK_PH_BPF,
 	  .fault = { "bpf", EPERM, "injected fault: BPF attach refused" } },
-	{ "netns",     bk_step_netns,        .when = fresh_netns, .phase = PH_SPAWN },
-	{ "landlock",  bk_step_landlock,     .when = landlock_on, .phase = PH_SPAWN,
+	{ "netns",     bk_step_netns,        .when = fresh_netns, .phase = BK_PH_NETNS },
+	{ "landlock",  bk_step_landlock,     .when = landlock_on, .phase = BK_PH_LANDLOCK,
 	  .fault = { "landlock", EPERM, "injected fault" } },
-	{ "container", bk_step_spawn,        .phase = PH_SPAWN },
+	{ "container", bk_step_spawn,        .phase = BK_PH_SPAWN },
 };
 
 static int take_steps(struct exec_ctx *x)
@@ -355,7 +353,7 @@ static void teardown(struct exec_ctx *x)
 	closep(&x->landlock_fd);
 	closep(&x->out_fd);
 	closep(&x->err_fd);
-	res->t_us[PH_TEARDOWN] = (uint32_t)((now_ns() - t) / 1000);
+	res->t_us[BK_PH_TEARDOWN] = (uint32_t)((now_ns() - t) / 1000);
 	res->duration_ms = (double)(now_ns() - x->t0) / 1e6;
 	res->ended_unix_ns = unix_ns();
 }
@@ -414,7 +412,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 		setup_done(&x);
 		uint64_t t = now_ns();
 		run_command(&x);
-		res->t_us[PH_RUN] = (uint32_t)((now_ns() - t) / 1000);
+		res->t_us[BK_PH_RUN] = (uint32_t)((now_ns() - t) / 1000);
 	}
 	teardown(&x);
 	return r;

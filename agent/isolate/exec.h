@@ -105,8 +105,25 @@ struct bk_exec_req {
 	void *spawned_ud;
 };
 
-#define BK_PH_SECCOMP 5      /* t_us[] */
-#define BK_PH_SECCOMP_READ 6
+/* Buckets of bk_exec_result.t_us (µs), logged as the exec audit line's
+ * phases_us: where an exec's time goes. The first five are the agent's
+ * (cgroup, bpf, spawn until the child's setup report, run, teardown);
+ * netns is the pool take and the child's entry and check; the rest are
+ * parts of spawn, timed where they happen (the child's own clock is the
+ * agent's CLOCK_MONOTONIC). */
+enum bk_phase {
+	BK_PH_CGROUP, BK_PH_BPF, BK_PH_SPAWN, BK_PH_RUN, BK_PH_TEARDOWN,
+	BK_PH_SECCOMP,       /* in the child: the filter's install and PR_GET_SECCOMP */
+	BK_PH_SECCOMP_READ,  /* the agent's read of the command's /proc/<pid>/status */
+	BK_PH_NETNS,         /* the pool take (agent) and the child's setns and interface check */
+	BK_PH_CLONE,         /* clone3 called until the child's first step */
+	BK_PH_V1_JOIN,       /* the child's writes to v1 cgroup.procs (hybrid hosts) */
+	BK_PH_CONTAINER,     /* the child's entry into the container, pid namespace, own /proc */
+	BK_PH_PRIVS,         /* stdio, rlimits, the privilege drop, cwd */
+	BK_PH_LANDLOCK,      /* the ruleset (agent) and restrict_self (child) */
+	BK_PH_REPORT,        /* the child's ready report written until the agent has it */
+	BK_PH_N
+};
 
 struct bk_exec_result {
 	char exec_id[24];
@@ -152,12 +169,7 @@ struct bk_exec_result {
 	struct bk_denial denied[BK_DENIED_MAX];
 	int n_denied;
 	uint64_t denied_total;
-	/* phase timings (µs): cgroup, bpf, spawn (until the child's setup
-	 * report), run, teardown; and, inside spawn, the seccomp layer in the
-	 * child (install and PR_GET_SECCOMP check, BK_PH_SECCOMP) and the
-	 * agent's read of the command's /proc/<pid>/status for the receipt
-	 * (BK_PH_SECCOMP_READ) */
-	uint32_t t_us[7];
+	uint32_t t_us[BK_PH_N]; /* phase timings (enum bk_phase) */
 	/* failure: layer != "" means the command did not run, or (a read-back
 	 * after its execve failed) was killed at once: killed_after_start */
 	bool killed_after_start;

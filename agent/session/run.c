@@ -170,9 +170,13 @@ static void audit(const struct bk_pod *pod, const struct bk_exec_result *res, in
 #define EXEC_HEAD                                                                                          \
 	LS("exec_id", res->exec_id), LS("pod", pod->pod_name), LS("namespace", pod->pod_namespace),          \
 		LS("pod_uid", pod->pod_uid), LD("duration_ms", res->duration_ms),                          \
-		LO("phases_us", LI("cgroup", res->t_us[0]), LI("bpf", res->t_us[1]), LI("spawn", res->t_us[2]), \
-		   LI("run", res->t_us[3]), LI("teardown", res->t_us[4]), LI("seccomp", res->t_us[BK_PH_SECCOMP]),   \
-		   LI("seccomp_readback", res->t_us[BK_PH_SECCOMP_READ]))
+		LO("phases_us", LI("cgroup", res->t_us[BK_PH_CGROUP]), LI("bpf", res->t_us[BK_PH_BPF]),             \
+		   LI("netns", res->t_us[BK_PH_NETNS]), LI("spawn", res->t_us[BK_PH_SPAWN]),                         \
+		   LI("run", res->t_us[BK_PH_RUN]), LI("teardown", res->t_us[BK_PH_TEARDOWN]),                       \
+		   LI("clone", res->t_us[BK_PH_CLONE]), LI("v1_join", res->t_us[BK_PH_V1_JOIN]),                     \
+		   LI("container", res->t_us[BK_PH_CONTAINER]), LI("privs", res->t_us[BK_PH_PRIVS]),                 \
+		   LI("landlock", res->t_us[BK_PH_LANDLOCK]), LI("seccomp", res->t_us[BK_PH_SECCOMP]),               \
+		   LI("report", res->t_us[BK_PH_REPORT]), LI("seccomp_readback", res->t_us[BK_PH_SECCOMP_READ]))
 	if (r < 0) {
 		log_warn("exec", EXEC_HEAD, LS("outcome", "isolation_failed"), LS("layer", res->layer),
 			 LS("error", res->error));
