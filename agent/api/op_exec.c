@@ -166,6 +166,9 @@ static cJSON *isolation_json(const struct bk_agent *a, const struct bk_exec_resu
 	cJSON *ifs = cJSON_AddArrayToObject(iso, "interfaces");
 	for (int i = 0; i < r->n_ifaces; i++)
 		cJSON_AddItemToArray(ifs, cJSON_CreateString(r->ifaces[i]));
+	/* "ahead": a warm slot, made before the request (every layer of it
+	 * read back for this exec all the same); "on_request" */
+	cJSON_AddStringToObject(iso, "made", r->warm ? "ahead" : "on_request");
 	cJSON_AddStringToObject(iso, "cgroup", r->cgroup);
 	cJSON_AddNumberToObject(iso, "cgroup_id", (double)r->cgroup_id);
 	if (r->cgroup_pids[0])

@@ -4,6 +4,7 @@
 #include "agent/api/op_observe.h"
 #include "agent/api/reply.h"
 #include "agent/observe/events.h"
+#include "agent/isolate/warm.h"
 #include "agent/observe/observe.h"
 #include "lib/proto.h"
 
@@ -284,6 +285,16 @@ char *bk_api_status(struct bk_agent *a)
 	cJSON_AddNumberToObject(lim, "refused_connections", (double)__atomic_load_n(&a->refused_conns, __ATOMIC_RELAXED));
 	cJSON_AddNumberToObject(lim, "dropped_connections", (double)__atomic_load_n(&a->dropped_conns, __ATOMIC_RELAXED));
 	cJSON_AddNumberToObject(lim, "refused_execs", (double)__atomic_load_n(&a->refused_execs_budget, __ATOMIC_RELAXED));
+	struct bk_warm_stats ws;
+	bk_warm_stats(&a->engine, &ws);
+	cJSON *wo = cJSON_AddObjectToObject(b, "warm_slots");
+	cJSON_AddNumberToObject(wo, "per_pod", (double)a->cfg.warm_slots);
+	cJSON_AddNumberToObject(wo, "ready", ws.ready);
+	cJSON_AddNumberToObject(wo, "made", (double)ws.made);
+	cJSON_AddNumberToObject(wo, "taken", (double)ws.taken);
+	cJSON_AddNumberToObject(wo, "expired", (double)ws.expired);
+	cJSON_AddNumberToObject(wo, "gone", (double)ws.gone);
+	cJSON_AddNumberToObject(wo, "failed", (double)ws.failed);
 	if (s.have_bpf) {
 		cJSON_AddNumberToObject(b, "denied_total", (double)s.denied_total);
 		cJSON_AddNumberToObject(b, "events_lost", (double)s.events_lost);

@@ -19,8 +19,11 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -35,7 +38,7 @@
 
 /* The child's report on the info pipe. */
 struct child_msg {
-	int kind; /* 1 ready, 2 error */
+	int kind; /* 1 ready, 2 error, 3 parked (a warm slot waiting for its command) */
 	int err;
 	char layer[24];
 	char msg[200];
@@ -61,8 +64,21 @@ struct proc_masks {
 	struct proc_mask m[PROC_MASKS_MAX];
 };
 
+/* A warm slot's command (warm.h), sent by the agent on the slot's go
+ * socket: this header (with the Landlock ruleset as SCM_RIGHTS when
+ * landlock is 1), then cwd, command and env_n "K=V" strings, each
+ * NUL-terminated, env_len bytes in all. */
+#define BK_GO_MAGIC 0x6b78626fu
+struct go_hdr {
+	uint32_t magic;
+	uint32_t cwd_len, cmd_len, env_len, env_n; /* lengths with their NULs */
+	int32_t landlock;
+};
+#define BK_GO_MAX (1u << 20)
+
 struct child_args {
 	int info_fd, out_fd, err_fd, devnull;
+	int go_fd;                /* a warm slot: its command comes here (-1: already given) */
 	int pidfd;                /* sandbox container init */
 	int n_v1;                 /* v1 cgroup.procs to write "0" to (hybrid hosts) */
 	int v1_procs[BK_CG_V1_MAX];
@@ -79,6 +95,7 @@ struct child_args {
 	const char *cwd;
 	char *const *argv;
 	char *const *envp;
+	char *argv_buf[4];        /* a warm slot's argv (wait_go) */
 	struct child_msg ready;   /* the "ready" report, filled as the steps go */
 	const char *what;         /* the failing step's sentence */
 };
@@ -141,6 +158,38 @@ static _Noreturn void monitor(const struct child_args *a, pid_t cmd)
 	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 }
 
+/* Nothing of the agent's but what the steps use: a descriptor another
+ * exec's setup had open at the clone (the write end of its stdout, its
+ * report pipe, a slot's go socket) must not live on here, above all not
+ * in a slot parked for seconds, where it would hold that exec's EOF. */
+static int close_others(struct child_args *a)
+{
+	int keep[8 + BK_CG_V1_MAX], n = 0;
+	int cand[] = { a->info_fd, a->out_fd, a->err_fd, a->devnull, a->go_fd, a->pidfd, a->netns_fd, a->landlock_fd };
+	for (size_t i = 0; i < ARRAY_SIZE(cand); i++)
+		if (cand[i] >= 0)
+			keep[n++] = cand[i];
+	for (int i = 0; i < a->n_v1; i++)
+		if (a->v1_procs[i] >= 0)
+			keep[n++] = a->v1_procs[i];
+	for (int i = 1; i < n; i++) /* insertion sort: a few descriptors */
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	unsigned lo = 3;
+	for (int i = 0; i < n; i++) {
+		if ((unsigned)keep[i] > lo && syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0) < 0)
+			return failed(a, "cannot close the agent's other descriptors", errno);
+		if ((unsigned)keep[i] + 1 > lo)
+			lo = (unsigned)keep[i] + 1;
+	}
+	if (syscall(SYS_close_range, lo, ~0U, 0) < 0)
+		return failed(a, "cannot close the agent's other descriptors", errno);
+	return 0;
+}
+
 /* The v1 hierarchies (hybrid hosts): joined before anything runs. */
 static int join_v1_cgroups(struct child_args *a)
 {
@@ -151,6 +200,7 @@ static int join_v1_cgroups(struct child_args *a)
 }
 
 static bool fresh(const struct child_args *a) { return a->fresh_netns; }
+static bool warm(const struct child_args *a);
 static bool pod_netns(const struct child_args *a) { return !a->fresh_netns; }
 static bool landlock_on(const struct child_args *a) { return a->landlock_fd >= 0; }
 static bool seccomp_on(const struct child_args *a) { return a->seccomp != NULL; }
@@ -212,8 +262,13 @@ static int enter_pidns(struct child_args *a)
 	long cmd_pid = syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, NULL, NULL, 0);
 	if (cmd_pid < 0)
 		return failed(a, "cannot create the exec pid namespace", errno);
-	if (cmd_pid > 0)
+	if (cmd_pid > 0) {
+		/* a warm slot's monitor was made at the agent's background
+		 * priority: it reaps the command at the ordinary one */
+		if (warm(a))
+			setpriority(PRIO_PROCESS, 0, 0);
 		monitor(a, (pid_t)cmd_pid);
+	}
 	/* the command: a fresh process's signal state, not the agent thread's
 	 * (which blocks SIGTERM/SIGINT for its signalfd and ignores SIGPIPE) */
 	sigset_t none;
@@ -358,6 +413,94 @@ static int seccomp_check(struct child_args *a)
 	return 0;
 }
 
+static bool warm(const struct child_args *a) { return a->go_fd >= 0; }
+
+static int read_full(int fd, void *buf, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t k = read(fd, (char *)buf + got, n - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+/* A warm slot parks here, made ahead of its request with every step above
+ * taken (warm.h), and says so on the info pipe. Its command, working
+ * directory, environment and Landlock ruleset come on the go socket; EOF
+ * there (the slot discarded, the agent gone) ends it. From here on it is
+ * an exec like any other: the steps below run for the command, and its
+ * report times only them. */
+static int wait_go(struct child_args *a)
+{
+	/* `ps` and the tests tell a parked slot from a running exec by it */
+	prctl(PR_SET_NAME, "boxkite-slot", 0, 0, 0);
+	struct child_msg parked = { .kind = 3 };
+	if (write(a->info_fd, &parked, sizeof(parked)) != sizeof(parked))
+		_exit(127);
+	struct go_hdr h;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = &h, .iov_len = sizeof(h) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	ssize_t n;
+	do
+		n = recvmsg(a->go_fd, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+	while (n < 0 && errno == EINTR);
+	if (n != sizeof(h) || h.magic != BK_GO_MAGIC)
+		_exit(127); /* discarded: nothing to report */
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	a->landlock_fd = -1;
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+		memcpy(&a->landlock_fd, CMSG_DATA(c), sizeof(int));
+	if (h.landlock && a->landlock_fd < 0)
+		return failed(a, "the slot's Landlock ruleset did not arrive", EPROTO);
+	size_t len = (size_t)h.cwd_len + h.cmd_len + h.env_len;
+	if (!h.cwd_len || !h.cmd_len || len > BK_GO_MAX || h.env_n > len)
+		return failed(a, "the slot's command is malformed", EPROTO);
+	size_t vec = ((size_t)h.env_n + 1) * sizeof(char *);
+	char *buf = mmap(NULL, len + vec + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED)
+		return failed(a, "no memory for the slot's command", errno);
+	if (read_full(a->go_fd, buf + vec, len) < 0)
+		_exit(127);
+	close(a->go_fd);
+	a->go_fd = -1;
+	char **env = (char **)(void *)buf, *p = buf + vec, *end = buf + vec + len;
+	a->cwd = p;
+	p += h.cwd_len;
+	char *cmd = p;
+	p += h.cmd_len;
+	if (a->cwd[h.cwd_len - 1] || cmd[h.cmd_len - 1])
+		return failed(a, "the slot's command is malformed", EPROTO);
+	for (uint32_t i = 0; i < h.env_n; i++) {
+		char *z = memchr(p, '\0', (size_t)(end - p));
+		if (!z)
+			return failed(a, "the slot's command is malformed", EPROTO);
+		env[i] = p;
+		p = z + 1;
+	}
+	env[h.env_n] = NULL;
+	a->argv_buf[0] = "sh";
+	a->argv_buf[1] = "-c";
+	a->argv_buf[2] = cmd;
+	a->argv_buf[3] = NULL;
+	a->argv = a->argv_buf;
+	a->envp = env;
+	/* the slot was made at the agent's background priority; the command
+	 * runs at the ordinary one */
+	struct sched_param sp = { 0 };
+	if (sched_setscheduler(0, SCHED_OTHER, &sp) < 0 || setpriority(PRIO_PROCESS, 0, 0) < 0)
+		return failed(a, "cannot reset the slot's scheduling priority", errno);
+	/* this exec's time starts now */
+	memset(a->ready.t_ns, 0, sizeof(a->ready.t_ns));
+	a->ready.t_start = mono_ns();
+	return 0;
+}
+
 /* Returns only on failure. */
 static int exec_shell(struct child_args *a)
 {
@@ -376,17 +519,19 @@ static const struct child_step {
 	int phase;
 	struct bk_fault fault;
 } child_steps[] = {
+	{ "exec",      .run = close_others,      .phase = BK_PH_CLONE },
 	{ "cgroup",    .run = join_v1_cgroups,   .phase = BK_PH_V1_JOIN },
 	{ "netns",     .run = enter_fresh_netns, .when = fresh, .phase = BK_PH_NETNS,
 	  .fault = { "netns", EPERM, "injected fault: netns setup refused" } },
 	{ "netns",     .run = enter_pod_netns,   .when = pod_netns, .phase = BK_PH_NETNS },
-	{ "netns",     .run = netns_receipt,     .phase = BK_PH_NETNS },
 	{ "container", .run = enter_container,   .phase = BK_PH_CONTAINER,
 	  .fault = { "setns", EPERM, "injected fault: setns refused" } },
 	{ "container", .run = enter_pidns,       .phase = BK_PH_CONTAINER,
 	  .fault = { "pidns", EPERM, "injected fault: pid namespace refused" } },
 	{ "container", .run = own_proc,          .phase = BK_PH_CONTAINER },
 	{ "container", .run = stdio_limits,      .phase = BK_PH_PRIVS },
+	{ "exec",      .run = wait_go,           .when = warm, .phase = -1 },
+	{ "netns",     .run = netns_receipt,     .phase = BK_PH_NETNS },
 	{ "container", .run = drop_privileges,   .phase = BK_PH_PRIVS },
 	{ "landlock",  .run = apply_landlock,    .when = landlock_on, .phase = BK_PH_LANDLOCK },
 	{ "container", .run = enter_cwd,         .phase = BK_PH_PRIVS },
@@ -408,7 +553,8 @@ static _Noreturn void child_main(struct child_args *a)
 			child_fail(a, s->layer, s->fault.msg, s->fault.err);
 		uint64_t t = mono_ns();
 		int r = s->run(a);
-		a->ready.t_ns[s->phase] += (uint32_t)(mono_ns() - t);
+		if (s->phase >= 0)
+			a->ready.t_ns[s->phase] += (uint32_t)(mono_ns() - t);
 		if (r < 0)
 			child_fail(a, s->layer, a->what, -r);
 	}
@@ -561,7 +707,7 @@ static int wait_report(struct exec_ctx *x, int info_fd, pid_t pid)
 		if (k != BK_PH_REPORT)
 			x->res->t_us[k] += (last.t_ns[k] + 500) / 1000;
 	if (last.t_start > x->t_clone)
-		x->res->t_us[BK_PH_CLONE] = (uint32_t)((last.t_start - x->t_clone + 500) / 1000);
+		x->res->t_us[BK_PH_CLONE] += (uint32_t)((last.t_start - x->t_clone + 500) / 1000);
 	if (t_eof > last.t_ready && last.t_ready)
 		x->res->t_us[BK_PH_REPORT] = (uint32_t)((t_eof - last.t_ready + 500) / 1000);
 	int r = status_readback(x, pid, last.seccomp_mode);
@@ -622,7 +768,11 @@ static int read_proc_masks(const struct bk_pod *pod, struct proc_masks *pm, stru
 	return r;
 }
 
-int bk_step_spawn(struct exec_ctx *x)
+/* clone3 the exec child into the exec cgroup, in the sandbox container's
+ * pid namespace. go_child: a warm slot's end of its go socket (-1: the
+ * command is given now, from x->req). Leaves x->pidfd, x->out_fd,
+ * x->err_fd; *info_rd: the child's report pipe; *pid_out: its pid. */
+static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t *pid_out)
 {
 	struct bk_engine *e = x->e;
 	const struct bk_exec_req *req = x->req;
@@ -638,7 +788,7 @@ int bk_step_spawn(struct exec_ctx *x)
 	if (mr < 0)
 		return mr;
 	struct child_args ca = {
-		.info_fd = info_wr, .out_fd = out_wr, .err_fd = err_wr, .devnull = e->devnull,
+		.info_fd = info_wr, .out_fd = out_wr, .err_fd = err_wr, .devnull = e->devnull, .go_fd = go_child,
 		.pidfd = x->pod->sandbox_pidfd, .n_v1 = x->cg.n_v1,
 		.fresh_netns = x->fresh_netns, .netns_fd = x->netns_fd, .landlock_fd = x->landlock_fd,
 		.seccomp = x->cfg->layer_seccomp ? &e->seccomp : NULL, .masks = masks,
@@ -678,13 +828,150 @@ int bk_step_spawn(struct exec_ctx *x)
 		return bk_fail(&x->err, -clone_errno, "cgroup", "clone3 into the exec cgroup failed: %s",
 			       strerror(clone_errno));
 	x->pidfd = pidfd;
-	if (x->watched)
-		bk_filter_watch_pid(e, x->res, (pid_t)pid);
 	/* only the child writes these now: EOF comes with its end */
 	close(steal_fd(&info_wr));
 	close(steal_fd(&out_wr));
 	close(steal_fd(&err_wr));
-	int r = wait_report(x, info_rd, (pid_t)pid);
+	*info_rd_out = steal_fd(&info_rd);
+	*pid_out = (pid_t)pid;
+	return 0;
+}
+
+int bk_step_spawn(struct exec_ctx *x)
+{
+	_cleanup_close_ int info_rd = -1;
+	pid_t pid;
+	int r = spawn_child(x, -1, &info_rd, &pid);
+	if (r < 0)
+		return r;
+	if (x->watched)
+		bk_filter_watch_pid(x->e, x->res, pid);
+	r = wait_report(x, info_rd, pid);
+	if (r == 0)
+		log_started(x);
+	return r;
+}
+
+int bk_step_park(struct exec_ctx *x)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return bk_fail(&x->err, -errno, "exec", "cannot create the slot's socket: %s", strerror(errno));
+	_cleanup_close_ int go_child = sv[1], info_rd = -1;
+	x->go_fd = sv[0];
+	pid_t pid;
+	int r = spawn_child(x, go_child, &info_rd, &pid);
+	if (r < 0)
+		return r;
+	close(steal_fd(&go_child));
+	/* parked (kind 3), or the step that failed */
+	struct child_msg m = { 0 };
+	struct pollfd pf = { .fd = info_rd, .events = POLLIN };
+	ssize_t n = -1;
+	if (poll(&pf, 1, 10000) == 1)
+		do
+			n = read(info_rd, &m, sizeof(m));
+		while (n < 0 && errno == EINTR);
+	if (n != sizeof(m) || m.kind != 3) {
+		bk_exec_cg_kill(&x->cg, 2000);
+		siginfo_t si;
+		waitid(P_PIDFD, (id_t)x->pidfd, &si, WEXITED);
+		if (n == sizeof(m) && m.kind == 2)
+			return bk_fail(&x->err, -(m.err ? m.err : EIO), m.layer, "%s", m.msg);
+		return bk_fail(&x->err, -EIO, "exec", "the slot's child did not park");
+	}
+	x->info_fd = steal_fd(&info_rd);
+	x->park_pid = pid;
+	return 0;
+}
+
+/* A command's strings, as wait_go reads them (struct go_hdr). */
+static size_t go_payload(const struct bk_exec_req *req, char *out, uint32_t *env_n, size_t *env_len)
+{
+	const char *cwd = req->cwd ? req->cwd : "/workspace";
+	size_t n = 0, cl = strlen(cwd) + 1, ml = strlen(req->command) + 1;
+	if (out)
+		memcpy(out, cwd, cl), memcpy(out + cl, req->command, ml);
+	n = cl + ml;
+	*env_n = 0;
+	*env_len = 0;
+	for (char *const *p = req->env; p && *p; p++) {
+		size_t l = strlen(*p) + 1;
+		if (out)
+			memcpy(out + n, *p, l);
+		n += l;
+		*env_len += l;
+		(*env_n)++;
+	}
+	return n;
+}
+
+static int send_full(int fd, const char *buf, size_t n)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t k = send(fd, buf + done, n - done, MSG_NOSIGNAL);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		done += (size_t)k;
+	}
+	return 0;
+}
+
+int bk_step_go(struct exec_ctx *x)
+{
+	const struct bk_exec_req *req = x->req;
+	uint32_t env_n;
+	size_t env_len, len = go_payload(req, NULL, &env_n, &env_len);
+	_cleanup_free_ char *buf = malloc(len);
+	if (!buf)
+		return bk_fail(&x->err, -ENOMEM, "exec", "no memory for the command");
+	go_payload(req, buf, &env_n, &env_len);
+	const char *cwd = req->cwd ? req->cwd : "/workspace";
+	struct go_hdr h = { .magic = BK_GO_MAGIC, .cwd_len = (uint32_t)strlen(cwd) + 1,
+			    .cmd_len = (uint32_t)strlen(req->command) + 1, .env_len = (uint32_t)env_len,
+			    .env_n = env_n, .landlock = x->landlock_fd >= 0 };
+	if (len > BK_GO_MAX)
+		return bk_fail(&x->err, -E2BIG, "exec", "the command and its environment are too large");
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	memset(cbuf, 0, sizeof(cbuf));
+	struct iovec iov = { .iov_base = &h, .iov_len = sizeof(h) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (x->landlock_fd >= 0) {
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &x->landlock_fd, sizeof(int));
+	}
+	x->t_clone = mono_ns();
+	ssize_t k;
+	do
+		k = sendmsg(x->go_fd, &mh, MSG_NOSIGNAL);
+	while (k < 0 && errno == EINTR);
+	if (k != (ssize_t)sizeof(h)) {
+		/* the slot's child went before its command (its pod gone, or
+		 * killed): nothing ran; the caller makes the exec afresh */
+		x->slot_gone = true;
+		return bk_fail(&x->err, k < 0 ? -errno : -EIO, "exec", "the warm slot was gone");
+	}
+	int r = send_full(x->go_fd, buf, len);
+	close(steal_fd(&x->go_fd));
+	spawned(x);
+	if (r < 0) {
+		bk_exec_cg_kill(&x->cg, 2000);
+		siginfo_t si;
+		waitid(P_PIDFD, (id_t)x->pidfd, &si, WEXITED);
+		return bk_fail(&x->err, r, "exec", "cannot give the warm slot its command: %s", strerror(-r));
+	}
+	if (x->watched)
+		bk_filter_watch_pid(x->e, x->res, x->park_pid);
+	r = wait_report(x, x->info_fd, x->park_pid);
+	close(steal_fd(&x->info_fd));
 	if (r == 0)
 		log_started(x);
 	return r;

@@ -33,3 +33,12 @@ struct exec_ctx;
  * network receipt in x->res. Calls req->spawned as soon as the child
  * exists (or clone3 failed). */
 int bk_step_spawn(struct exec_ctx *x);
+/* A warm slot's last step ahead of its request (warm.h): the child, made
+ * as above, parks before the command (wait_go in child.c); leaves
+ * x->go_fd, x->info_fd, x->park_pid. */
+int bk_step_park(struct exec_ctx *x);
+/* The request's step on a warm slot: the command, working directory,
+ * environment and Landlock ruleset to the parked child, then its report as
+ * bk_step_spawn waits for it. x->slot_gone: the child was gone before it
+ * got the command (nothing ran). */
+int bk_step_go(struct exec_ctx *x);

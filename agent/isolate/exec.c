@@ -7,6 +7,7 @@
 #include "agent/isolate/privs.h"
 #include "agent/isolate/records.h"
 #include "agent/isolate/step.h"
+#include "agent/isolate/warm.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/missing.h"
@@ -47,6 +48,10 @@ static int engine_bpf(struct bk_engine *e, char *err, size_t errlen)
 	return bk_filter_events_start(e, err, errlen);
 }
 
+/* warm slots (warm.h): made and torn down by the steps below */
+static int park_slot(struct bk_engine *e, struct bk_warm_slot *w);
+static void discard_slot(struct bk_warm_slot *w);
+
 int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t errlen)
 {
 	memset(e, 0, sizeof(*e));
@@ -75,11 +80,15 @@ int bk_engine_init(struct bk_engine *e, struct bk_config *cfg, char *err, size_t
 		return r;
 	if (cfg->layer_bpf && (r = engine_bpf(e, err, errlen)) < 0)
 		return r;
+	static const struct bk_warm_ops warm_ops = { park_slot, discard_slot };
+	if (cfg->warm_slots && (r = bk_warm_start(e, &warm_ops, err, errlen)) < 0)
+		return r;
 	return 0;
 }
 
 void bk_engine_fini(struct bk_engine *e)
 {
+	bk_warm_stop(e);
 	bk_netns_pool_stop(&e->netns);
 	closep(&e->self_netns);
 	bk_filter_events_stop(e);
@@ -131,10 +140,32 @@ static const struct step {
 	{ "container", bk_step_spawn,        .phase = BK_PH_SPAWN },
 };
 
-static int take_steps(struct exec_ctx *x)
+/* A warm slot (warm.h) is made by the same steps, ahead of its request,
+ * its child parked before the command ... */
+static const struct step park_steps[] = {
+	{ "container", bk_step_sandbox_user, .phase = BK_PH_CGROUP },
+	{ "cgroup",    bk_step_cgroup,       .phase = BK_PH_CGROUP,
+	  .fault = { "cgroup", EACCES, "injected fault: exec cgroup creation refused" } },
+	{ "cgroup",    bk_step_record,       .phase = BK_PH_CGROUP },
+	{ "bpf",       bk_step_bpf,          .when = bpf_on, .phase = BK_PH_BPF,
+	  .fault = { "bpf", EPERM, "injected fault: BPF attach refused" } },
+	{ "netns",     bk_step_netns,        .when = fresh_netns, .phase = BK_PH_NETNS },
+	{ "container", bk_step_park,         .phase = BK_PH_SPAWN },
+};
+
+/* ... and its request takes the rest: the session's execute allowlist,
+ * its denial events, the command. */
+static const struct step take_steps_warm[] = {
+	{ "landlock",  bk_step_landlock,     .when = landlock_on, .phase = BK_PH_LANDLOCK,
+	  .fault = { "landlock", EPERM, "injected fault" } },
+	{ "bpf",       bk_step_bpf_take,     .when = bpf_on, .phase = BK_PH_BPF },
+	{ "container", bk_step_go,           .phase = BK_PH_SPAWN },
+};
+
+static int take_steps(struct exec_ctx *x, const struct step *table, size_t n)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
-		const struct step *s = &steps[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct step *s = &table[i];
 		if (s->when && !s->when(x))
 			continue;
 		uint64_t t = now_ns();
@@ -349,6 +380,8 @@ static void teardown(struct exec_ctx *x)
 	else if (x->recorded)
 		bk_exec_record_remove(x->cfg, res->exec_id);
 	closep(&x->pidfd);
+	closep(&x->go_fd);
+	closep(&x->info_fd);
 	closep(&x->netns_fd);
 	closep(&x->landlock_fd);
 	closep(&x->out_fd);
@@ -383,7 +416,7 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	bk_exec_cg_init(&x->cg);
 	for (int i = 0; i < BK_NPROGS; i++)
 		x->att.link_fd[i] = -1;
-	x->netns_fd = x->landlock_fd = x->pidfd = x->out_fd = x->err_fd = -1;
+	x->netns_fd = x->landlock_fd = x->pidfd = x->out_fd = x->err_fd = x->go_fd = x->info_fd = -1;
 
 	memset(res, 0, sizeof(*res));
 	new_exec_id(res->exec_id, sizeof(res->exec_id));
@@ -402,12 +435,69 @@ static void setup_done(struct exec_ctx *x)
 	bk_exec_cg_setup_done(&x->cg);
 }
 
+/* A request takes a warm slot: the slot's exec becomes its own (the
+ * slot's cgroup, links, namespace and parked child; its receipt so far),
+ * timed and watched from now. */
+static void adopt(struct exec_ctx *x, struct bk_warm_slot *w, const struct bk_pod *pod,
+		  const struct bk_exec_req *req, struct bk_exec_result *res)
+{
+	*x = w->x;
+	*res = w->res;
+	memset(res->t_us, 0, sizeof(res->t_us));
+	x->pod = pod;
+	x->req = req;
+	x->res = res;
+	x->warm_prep = false;
+	x->warm = true;
+	x->t0 = now_ns();
+	res->started_unix_ns = unix_ns();
+	res->warm = true;
+	bk_pod_release(&w->pod);
+	free(w);
+}
+
+static int park_slot(struct bk_engine *e, struct bk_warm_slot *w)
+{
+	struct exec_ctx *x = &w->x;
+	exec_ctx_init(x, e, &w->pod, &w->req, &w->res);
+	x->warm_prep = true;
+	int r = take_steps(x, park_steps, ARRAY_SIZE(park_steps));
+	if (r == 0)
+		setup_done(x);
+	return r;
+}
+
+static void discard_slot(struct bk_warm_slot *w)
+{
+	teardown(&w->x);
+	bk_exec_result_free(&w->res);
+	bk_pod_release(&w->pod);
+	free(w);
+}
+
 int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_exec_req *req,
 		struct bk_exec_result *res)
 {
 	struct exec_ctx x;
-	exec_ctx_init(&x, e, pod, req, res);
-	int r = take_steps(&x);
+	struct bk_warm_slot *w = bk_warm_take(e, pod, req);
+	int r = -EAGAIN;
+	if (w) {
+		adopt(&x, w, pod, req, res);
+		r = take_steps(&x, take_steps_warm, ARRAY_SIZE(take_steps_warm));
+		if (r < 0 && x.slot_gone) {
+			/* nothing ran: the exec is made afresh below */
+			struct bk_exec_req none = { .profile = req->profile };
+			x.req = &none;
+			teardown(&x);
+			bk_exec_result_free(res);
+			w = NULL;
+		}
+	}
+	bk_warm_want(e, pod, req);
+	if (!w) {
+		exec_ctx_init(&x, e, pod, req, res);
+		r = take_steps(&x, steps, ARRAY_SIZE(steps));
+	}
 	if (r == 0) {
 		setup_done(&x);
 		uint64_t t = now_ns();

@@ -83,6 +83,7 @@ struct bk_engine {
 	int cap_last;
 	struct bk_features features; /* what the kernel offers, probed at start */
 	struct bk_seccomp seccomp;   /* the exec filter, built at start (layers.seccomp) */
+	struct bk_warm *warm;        /* execs made ahead (warm.h) */
 };
 
 struct bk_exec_req {
@@ -173,6 +174,7 @@ struct bk_exec_result {
 	/* failure: layer != "" means the command did not run, or (a read-back
 	 * after its execve failed) was killed at once: killed_after_start */
 	bool killed_after_start;
+	bool warm;                    /* it took a slot made ahead (warm.h) */
 	char layer[24];
 	char error[512];
 };

@@ -937,7 +937,15 @@ int bk_step_bpf(struct exec_ctx *x)
 		return bk_fail(&x->err, -ENOENT, NULL, "the exec cgroup does not carry every boxkite program after attach");
 	memcpy(res->progs, bk_filter_progs(f), sizeof(res->progs));
 	res->n_progs = BK_NPROGS;
-	x->watched = watch(x->e, x->cg.id, res, x->pod) == 0;
+	/* a warm slot (warm.h) is watched from its take, for its request */
+	x->watched = !x->warm_prep && watch(x->e, x->cg.id, res, x->pod) == 0;
+	return 0;
+}
+
+int bk_step_bpf_take(struct exec_ctx *x)
+{
+	x->holes0 = bk_filter_holes(x->e->filter);
+	x->watched = watch(x->e, x->cg.id, x->res, x->pod) == 0;
 	return 0;
 }
 

@@ -122,6 +122,9 @@ struct exec_ctx;
  * pinned, then read back from the kernel: every program must be attached.
  * From here on its denial events are filed with its result. */
 int bk_step_bpf(struct exec_ctx *x);
+/* A warm slot's take (warm.h): its denial events go to the request's
+ * result, and holes count from now. */
+int bk_step_bpf_take(struct exec_ctx *x);
 
 /* Denial events of live execs: a thread polls the ring buffer and files
  * each event with the exec whose cgroup it came from. */

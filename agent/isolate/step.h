@@ -50,4 +50,24 @@ struct exec_ctx {
 	uint64_t t_clone;          /* spawn: CLOCK_MONOTONIC when clone3 was called */
 	int out_fd, err_fd;        /* spawn: read ends of its stdout and stderr */
 	bool spawned_called;       /* req->spawned was called */
+	/* a warm slot (warm.h) */
+	bool warm_prep;            /* made ahead of its request (not watched, not spawned) */
+	bool warm;                 /* this exec took a slot */
+	bool slot_gone;            /* its child was gone before the command was given */
+	int go_fd;                 /* park: the slot's go socket (the command goes here) */
+	int info_fd;               /* park: the child's report pipe */
+	pid_t park_pid;            /* park: the slot's child (host pid) */
+};
+
+/* A warm slot: an exec made ahead of its request, every step taken up to
+ * the command (its child parked, wait_go in child.c). Owned by warm.c's
+ * list; its exec_ctx points at its own req/res/pod until a request takes
+ * it (bk_exec_run adopts it). */
+struct bk_warm_slot {
+	struct exec_ctx x;
+	struct bk_exec_result res;
+	struct bk_exec_req req;
+	struct bk_pod pod;         /* its own copy (sandbox_pidfd its own) */
+	uint64_t made_ns;
+	struct bk_warm_slot *next;
 };

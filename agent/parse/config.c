@@ -17,6 +17,8 @@ void bk_config_defaults(struct bk_config *c)
 	strcpy(c->sandbox_container, "sandbox");
 	strcpy(c->shim_container, "shim");
 	c->pids_max = 256;
+	c->warm_slots = 2;
+	c->warm_idle_s = 30;
 	c->memory_max = 512ull << 20;
 	c->timeout_default = 30;
 	c->timeout_max = 3600;
@@ -140,7 +142,7 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 					   "layers", "testing", "profiles", "deny_cidrs", "default_profile",
 					   "profile_selectors", "verify_targets", "selftest_interval", NULL };
 	static const char *const exec_keys[] = { "pids_max", "memory_max", "timeout_default", "timeout_max",
-						 "output_cap", NULL };
+						 "output_cap", "warm_slots", "warm_idle_s", NULL };
 	static const char *const layer_keys[] = { "netns", "bpf", "landlock", "seccomp", NULL };
 	static const char *const test_keys[] = { "allow_unsafe", "fault", "mask_features", NULL };
 	if ((r = check_keys(root, "the top level", top, err, errlen)) < 0)
@@ -186,7 +188,9 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 		    (r = get_u64(ex, "memory_max", 16u << 20, 1ull << 40, &c->memory_max, err, errlen)) < 0 ||
 		    (r = get_u64(ex, "timeout_default", 1, 86400, &td, err, errlen)) < 0 ||
 		    (r = get_u64(ex, "timeout_max", 1, 86400, &tm, err, errlen)) < 0 ||
-		    (r = get_u64(ex, "output_cap", 1024, 64u << 20, &c->output_cap, err, errlen)) < 0)
+		    (r = get_u64(ex, "output_cap", 1024, 64u << 20, &c->output_cap, err, errlen)) < 0 ||
+		    (r = get_u64(ex, "warm_slots", 0, 8, &c->warm_slots, err, errlen)) < 0 ||
+		    (r = get_u64(ex, "warm_idle_s", 1, 3600, &c->warm_idle_s, err, errlen)) < 0)
 			goto out;
 		c->timeout_default = (uint32_t)td;
 		c->timeout_max = (uint32_t)tm;

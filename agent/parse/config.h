@@ -23,6 +23,8 @@ struct bk_config {
 	char shim_container[64];
 	uint64_t pids_max;
 	uint64_t memory_max;
+	uint64_t warm_slots;     /* exec.warm_slots: execs made ahead per pod (0: none) */
+	uint64_t warm_idle_s;    /* exec.warm_idle_s: an unused slot goes after this */
 	uint32_t timeout_default; /* seconds */
 	uint32_t timeout_max;
 	uint64_t output_cap;      /* bytes, each of stdout and stderr */

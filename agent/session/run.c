@@ -185,7 +185,8 @@ static void audit(const struct bk_pod *pod, const struct bk_exec_result *res, in
 	log_info("exec", EXEC_HEAD,
 		 LS("outcome", res->requester_gone ? "requester_gone" : res->timed_out ? "timeout" : "completed"),
 		 LI("exit_code", res->exit_code), LS("netns", res->fresh_netns ? "fresh" : "pod"),
-		 LS("policy", res->policy), LB("bpf", res->n_progs == BK_NPROGS), LD("denied", res->denied_total));
+		 LS("policy", res->policy), LB("bpf", res->n_progs == BK_NPROGS), LD("denied", res->denied_total),
+		 LB("warm", res->warm));
 #undef EXEC_HEAD
 	/* each denial was logged as it happened (isolate/filter.c) */
 }

@@ -184,6 +184,9 @@ def exec_running(pod_uid, seconds=5, exclude=()):
                 links = cgroup_links(os.stat(d).st_ino)
                 netns = os.readlink(f"/proc/{pids[0]}/ns/net") if pids else None
                 cmds = {p: open(f"/proc/{p}/cmdline").read() for p in pids}
+                # a warm slot (an exec made ahead, its child parked) is not a running exec
+                if any(open(f"/proc/{p}/comm").read().strip() == "boxkite-slot" for p in pids):
+                    continue
             except (OSError, IndexError):
                 continue
             if pids and links:

@@ -47,7 +47,18 @@ check_on() {
 	if [ "$CG_LAYOUT" = "$layout" ]; then check "$@"; else skip "$1 (only on a $layout cgroup layout; this one is $CG_LAYOUT)"; fi
 }
 # Exec cgroups of the pod (or of every pod) left in any hierarchy.
-exec_cgroups_left() { find $CG_ROOTS -path "*/kubepods/*${1:+pod$1/}boxkite-exec-*" -type d 2>/dev/null; }
+# A warm slot (exec.warm_slots: an exec made ahead of its request) is an
+# exec cgroup holding the agent's parked child, named boxkite-slot; every
+# other exec cgroup is a running or a left-over exec.
+is_slot_cg() { local p; for p in $(cat "$1/cgroup.procs" 2>/dev/null); do [ "$(cat /proc/$p/comm 2>/dev/null)" = boxkite-slot ] && return 0; done; return 1; }
+exec_cgroups_left() { local d; for d in $(find $CG_ROOTS -path "*/kubepods/*${1:+pod$1/}boxkite-exec-*" -type d 2>/dev/null); do is_slot_cg "$d" || echo "$d"; done; }
+slot_cgroups() { local d; for d in $(find $CG2 -path "*/kubepods/*${1:+pod$1/}boxkite-exec-*" -type d 2>/dev/null); do is_slot_cg "$d" && echo "$d"; done; }
+# the v2 cgroup of a running exec of pod $1 (one with a process that is
+# neither the agent's nor a parked slot's), empty if none yet
+live_exec_cg() { local d p c; for d in "$CG2"/kubepods/*/pod"$1"/boxkite-exec-* "$CG2"/kubepods/pod"$1"/boxkite-exec-*; do
+	[ -d "$d" ] || continue
+	for p in $(cat "$d/cgroup.procs" 2>/dev/null); do c=$(cat /proc/$p/comm 2>/dev/null); case $c in ''|boxkite-agent|boxkite-slot) ;; *) echo "$d"; return 0 ;; esac; done
+done; }
 
 # Link pins of ended execs: they stay until the kernel has released the
 # exec's cgroup (its last socket freed), then the agent's reaper (every

@@ -40,7 +40,7 @@ inflight() {
 		date +%s%N > "$T/$1.end"
 	) &
 }
-exec_cgs() { ls -d "$PODCG"/boxkite-exec-* 2>/dev/null; }
+exec_cgs() { local c; for c in "$PODCG"/boxkite-exec-*; do [ -d "$c" ] && ! is_slot_cg "$c" && echo "$c"; done; }
 running_cgs() { local c; for c in $(exec_cgs); do grep -q . "$c/cgroup.procs" 2>/dev/null && echo "$c"; done; }
 # wait_for N SECONDS CMD...: until CMD succeeds, at most SECONDS
 wait_for() { local t=$(($1 * 20)); shift; while ! "$@"; do t=$((t - 1)); [ "$t" -gt 0 ] || return 1; sleep 0.05; done; }

@@ -63,7 +63,7 @@ check "verify: says which layer stopped each, and why" test "$(grep -cE ' stoppe
 
 # a BPF link detached behind the agent's back, during the verify exec
 ctl verify ob1 --hold 3 --json > "$T/v2.json" & vp=$!
-for _ in $(seq 1 50); do cg=$(ls -d "$CG2"/kubepods/besteffort/pod"$(sb ob1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1); [ -n "$cg" ] && break; sleep 0.05; done
+for _ in $(seq 1 50); do cg=$(live_exec_cg "$(sb ob1 pod_uid)"); [ -n "$cg" ] && break; sleep 0.05; done
 cid=$(stat -c %i "$cg" 2>/dev/null)
 lid=$(bpftool -j link show | jq -r ".[] | select(.type == \"cgroup\" and .cgroup_id == $cid and .attach_type == \"cgroup_inet4_connect\") | .id" | head -1)
 [ -n "$lid" ] && bpftool link detach id "$lid"
@@ -74,7 +74,7 @@ check "  ... and names the bpf layer" test "$(jq -r '.layers.bpf.held' "$T/v2.js
 # an interface added to the exec's network namespace
 ctl verify ob1 --hold 3 --json > "$T/v3.json" & vp=$!
 pid=
-for _ in $(seq 1 60); do cg=$(ls -d "$CG2"/kubepods/besteffort/pod"$(sb ob1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1); [ "$(wc -l < "$cg/cgroup.procs" 2>/dev/null)" -ge 2 ] && pid=$(tail -1 "$cg/cgroup.procs") && break; sleep 0.05; done
+for _ in $(seq 1 60); do cg=$(live_exec_cg "$(sb ob1 pod_uid)"); [ "$(wc -l < "$cg/cgroup.procs" 2>/dev/null)" -ge 2 ] && pid=$(tail -1 "$cg/cgroup.procs") && break; sleep 0.05; done
 ip link add bkx$$ type veth peer name bky$$ && ip link set bkx$$ netns "$pid"
 wait $vp; rc=$?
 ip link del bky$$ 2>/dev/null

@@ -211,7 +211,8 @@ SBPID=$("${RUNC[@]}" state "$(sb pdns sandbox_container_id)" | jq -r .pid)
 SBNS=$(readlink "/proc/$SBPID/ns/mnt"); MYNS=$(readlink /proc/self/ns/mnt)
 for _ in $(seq 1 200); do [ -s "/proc/$SBPID/root/tmp/resolv.mine" ] && break; sleep 0.05; done
 epid=
-for p in $(cat "$CG2"/kubepods/besteffort/pod"$(sb pdns pod_uid)"/boxkite-exec-*/cgroup.procs 2>/dev/null); do
+for _ in $(seq 1 100); do lcg=$(live_exec_cg "$(sb pdns pod_uid)"); [ -n "$lcg" ] && break; sleep 0.05; done
+for p in $(cat "$lcg/cgroup.procs" 2>/dev/null); do
 	m=$(readlink "/proc/$p/ns/mnt" 2>/dev/null) && [ "$m" != "$SBNS" ] && [ "$m" != "$MYNS" ] && epid=$p
 done
 if [ -n "$epid" ]; then
@@ -256,7 +257,7 @@ check "  ... the first agent still runs execs" test "$(j .stdout)" = still
 ctl exec pa --timeout 60 -- sleep 50 > /dev/null 2>&1 &
 cg=
 for _ in $(seq 1 100); do
-	cg=$(ls -d "$CG2/kubepods/besteffort/pod$UA"/boxkite-exec-* 2>/dev/null | head -1)
+	cg=$(live_exec_cg "$UA")
 	[ -n "$cg" ] && grep -q . "$cg/cgroup.procs" 2>/dev/null && break; sleep 0.05
 done
 check "a long exec runs, its links pinned ($(exec_pins | xargs))" test -n "$cg" -a -n "$(exec_pins)"

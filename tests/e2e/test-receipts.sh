@@ -35,7 +35,7 @@ check "receipt: pids_max and memory_max as the cgroup files hold them (the defau
 # raised behind the agent's back during the exec: the receipt shows the kernel's value
 ctl exec rc1 --json -- sleep "$(( 2 * TIME_SCALE ))" > "$T/t1.json" & ep=$!
 cg=
-for _ in $(seq 1 100); do cg=$(ls -d "$CG2"/kubepods/besteffort/pod"$PUID"/boxkite-exec-* 2>/dev/null | head -1); [ -n "$cg" ] && break; sleep 0.05; done
+for _ in $(seq 1 100); do cg=$(live_exec_cg "$PUID"); [ -n "$cg" ] && break; sleep 0.05; done
 pf=$(find $CG_ROOTS -path "*pod$PUID/$(basename "${cg:-none}")/pids.max" 2>/dev/null | head -1)
 [ -n "$pf" ] && echo 77 > "$pf"
 wait $ep
@@ -51,7 +51,7 @@ check "receipt: the same profile, the same digest of the map bytes" test "$(j .i
 # the exec's policy entry rewritten during the exec (flags |= ICMP)
 ctl exec rc1 --json -- sleep "$(( 2 * TIME_SCALE ))" > "$T/t2.json" & ep=$!
 cg=
-for _ in $(seq 1 100); do cg=$(ls -d "$CG2"/kubepods/besteffort/pod"$PUID"/boxkite-exec-* 2>/dev/null | head -1); [ -n "$cg" ] && break; sleep 0.05; done
+for _ in $(seq 1 100); do cg=$(live_exec_cg "$PUID"); [ -n "$cg" ] && break; sleep 0.05; done
 cid=$(stat -c %i "${cg:-/nonexistent}" 2>/dev/null || echo 0)
 key=$(printf '%016x' "$cid" | sed 's/../& /g' | awk '{for (i = 8; i >= 1; i--) printf "%s ", $i}')
 val=$(bpftool -j map lookup pinned "$BPFFS/bk_policy" key hex $key 2>/dev/null | jq -r '.value | map(ltrimstr("0x")) | join(" ")')
@@ -67,7 +67,7 @@ check "receipt: ... and its digest differs from the untouched entry's" test "$(j
 # a link detached during the exec (bpftool link detach): the receipt says the layer did not hold
 ctl exec rc1 --json -- sleep "$(( 2 * TIME_SCALE ))" > "$T/t3.json" & ep=$!
 cg=
-for _ in $(seq 1 100); do cg=$(ls -d "$CG2"/kubepods/besteffort/pod"$PUID"/boxkite-exec-* 2>/dev/null | head -1); [ -n "$cg" ] && break; sleep 0.05; done
+for _ in $(seq 1 100); do cg=$(live_exec_cg "$PUID"); [ -n "$cg" ] && break; sleep 0.05; done
 cid=$(stat -c %i "${cg:-/nonexistent}" 2>/dev/null || echo 0)
 lid=$(bpftool -j link show | jq -r ".[] | select(.type == \"cgroup\" and .cgroup_id == $cid and .attach_type == \"cgroup_inet4_connect\") | .id" | head -1)
 [ -n "$lid" ] && bpftool link detach id "$lid"

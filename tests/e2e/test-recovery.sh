@@ -28,7 +28,7 @@ ctl exec rc1 --timeout $((60 * TIME_SCALE)) -- python3 -c "$LOOP" > "$T/inflight
 inflight=$!
 cg=
 for _ in $(seq 1 100); do
-	cg=$(ls -d "$CG2"/kubepods/besteffort/pod"$(sb rc1 pod_uid)"/boxkite-exec-* 2>/dev/null | head -1)
+	cg=$(live_exec_cg "$(sb rc1 pod_uid)")
 	[ -n "$cg" ] && grep -q . "$cg/cgroup.procs" 2>/dev/null && break; sleep 0.05
 done
 check "the long exec is running" test -n "$cg"

@@ -44,7 +44,13 @@ static void *exec_worker(void *arg)
 	}
 	char req[512];
 	snprintf(req, sizeof(req), "{\"op\":\"exec\",\"args\":{\"sandbox\":\"%s\",\"command\":\"true\"}}", w->sandbox);
+	/* BK_BENCH_GAP_US: a pause between requests (a paced client: the
+	 * agent idle between execs, as with an AI agent thinking) */
+	const char *g = getenv("BK_BENCH_GAP_US");
+	useconds_t gap = g ? (useconds_t)atoi(g) : 0;
 	for (int i = 0; i < w->n; i++) {
+		if (gap && i)
+			usleep(gap);
 		uint64_t t0 = now_ns();
 		char *resp = NULL;
 		int r = bk_call(fd, req, strlen(req), &resp, NULL);

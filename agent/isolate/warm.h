@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Warm exec slots: execs made ahead of their requests.
+ *
+ * A slot is an exec with every step taken that does not depend on its
+ * request: its own cgroups (limits set, recorded for recovery), the BPF
+ * links and the profile's policy entry, a fresh network namespace, and
+ * its child inside the container with its own IPC, pid and mount
+ * namespaces and /proc — parked before the command (child.c, wait_go). A
+ * request of the same pod and profile takes one and gives it the command;
+ * the child then takes the rest of its steps (interfaces checked, the
+ * privilege drop, Landlock, seccomp, execve) and the receipt is read back
+ * exactly as for an exec made on the spot. A slot serves one exec: never
+ * reused, never refilled in place; its cgroup, namespaces and processes
+ * are its exec's alone.
+ *
+ * A background thread (nice 10) makes them: after an exec of a pod, up to
+ * exec.warm_slots for that pod and profile. A slot unused for
+ * exec.warm_idle_s, or whose child is gone (its pod went away), is torn
+ * down; so are all at the agent's stop. A slot that cannot be made is
+ * dropped: its request makes the exec on the spot, whose failure names the
+ * layer. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+struct bk_engine;
+struct bk_pod;
+struct bk_exec_req;
+struct bk_warm_slot;
+
+/* park: make a slot (its exec's steps up to the parked child; exec.c);
+ * discard: tear one down unused */
+struct bk_warm_ops {
+	int (*park)(struct bk_engine *e, struct bk_warm_slot *w);
+	void (*discard)(struct bk_warm_slot *w);
+};
+int bk_warm_start(struct bk_engine *e, const struct bk_warm_ops *ops, char *err, size_t errlen);
+void bk_warm_stop(struct bk_engine *e);
+
+/* A ready slot for this pod (same sandbox container, same cgroups, same
+ * user) and this request's profile, removed from the list; NULL if none. */
+struct bk_warm_slot *bk_warm_take(struct bk_engine *e, const struct bk_pod *pod, const struct bk_exec_req *req);
+
+/* Ask for this pod's slots to be made up to exec.warm_slots. */
+void bk_warm_want(struct bk_engine *e, const struct bk_pod *pod, const struct bk_exec_req *req);
+
+struct bk_warm_stats {
+	unsigned ready;                                   /* slots waiting now */
+	uint64_t made, taken, expired, gone, failed;      /* since the start */
+};
+void bk_warm_stats(struct bk_engine *e, struct bk_warm_stats *st);

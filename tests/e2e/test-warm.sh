@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Warm exec slots (issue 16): execs made ahead of their requests, with the
+# agent's defaults (exec.warm_slots 2). What the test holds them to, read
+# from the kernel: a slot is made after a pod's exec, carries every layer
+# before its request (its own cgroups, the six BPF programs, a fresh
+# network namespace, a parked child); the request that takes it gets a
+# complete receipt read back as for an exec made on request; a slot serves
+# one exec, never two (cgroup, namespace, IPC and pid namespace all new);
+# it goes when unused (exec.warm_idle_s), when its pod goes, when the agent
+# stops, and a new agent sweeps what a killed one left. With
+# exec.warm_slots 0 there are none, which is what makes the checks able to
+# fail (and what the code before them did).
+. "$(dirname "$0")/lib.sh"
+
+RUNC=(runc --root /run/runc)
+bk_start_agent || exit 1
+bk_sandbox_create w1 || exit 1
+PUID=$(sb w1 pod_uid)
+slots() { slot_cgroups "$PUID" | wc -l; }
+wait_slots() { for _ in $(seq 1 $((60 * TIME_SCALE))); do [ "$(slots)" -ge "$1" ] && return 0; sleep 0.05; done; return 1; }
+
+bk_exec w1 -- true
+check "the pod's first exec is made on request" test "$(j .isolation.made)" = on_request
+check "then two slots are made for the pod (exec.warm_slots 2)" wait_slots 2
+check "  ... and no more" test "$(slots)" = 2
+ctl status > "$T/st.json"
+check "status counts them (warm_slots.ready 2, per_pod 2)" \
+	jq -e '.warm_slots.ready == 2 and .warm_slots.per_pod == 2 and .warm_slots.made >= 2' "$T/st.json"
+# each slot, before any request: its own cgroups with the caps, the six
+# programs, a parked child in a fresh network namespace with lo alone
+held=1; lone=1; caps=1
+for cg in $(slot_cgroups "$PUID"); do
+	[ "$(bpftool cgroup show "$cg" | grep -c ' bk_')" = 6 ] || held=0
+	p=$(for q in $(cat "$cg/cgroup.procs"); do [ "$(cat /proc/$q/comm)" = boxkite-slot ] && echo "$q"; done | head -1)
+	[ "$(nsenter -t "$p" -n ip -o link show | awk -F': ' '{print $2}' | xargs)" = lo ] || lone=0
+	[ "$(readlink /proc/$p/ns/net)" != "$(readlink /proc/1/ns/net)" ] || lone=0
+done
+check "every slot's cgroup carries the six programs before its request" test "$held" = 1
+check "every slot's child is parked in a network namespace with lo alone" test "$lone" = 1
+before=$(slot_cgroups "$PUID" | xargs)
+
+# the next execs take them: complete receipts, each exec its own
+: > "$T/ids"
+for i in 1 2 3 4 5; do
+	bk_exec w1 -- sh -c 'ipcmk -M 4096 >/dev/null; tail -n +2 /proc/sysvipc/shm | wc -l; echo $$'
+	echo "$(j .isolation.made) $(j .isolation.cgroup_id) $(j .isolation.netns_inode) $(j .exec_id) $(j .stdout | xargs)" >> "$T/ids"
+	[ "$i" = 1 ] && cp "$T/last.json" "$T/warm1.json"
+	for _ in $(seq 1 40); do [ "$(slots)" -ge 2 ] && break; sleep 0.05; done
+done
+J() { jq -r "$1" "$T/warm1.json"; }
+check "an exec after them took a slot made ahead (isolation.made: ahead)" test "$(J .isolation.made)" = ahead
+check "  ... one of the slots that were there before its request" \
+	grep -qw "$(basename "$(J .isolation.cgroup)")" <<< "$(for c in $before; do basename "$c"; done)"
+check "  ... its receipt: fresh netns with lo alone, six programs held to the end, caps read back" \
+	jq -e '.isolation.netns == "fresh" and .isolation.interfaces == ["lo"] and (.isolation.bpf | length) == 6
+		and .isolation.bpf_held_to_end and .isolation.pids_max == 256 and .isolation.seccomp.mode == 2
+		and .isolation.seccomp.filters >= 1 and .isolation.no_new_privs and .isolation.capabilities == 0
+		and .isolation.process.source == "proc_status_after_execve" and (.isolation.policy_rules | length) > 0' "$T/warm1.json"
+check "  ... the cgroup id it names is the kernel's for that cgroup path's exec" test "$(J .isolation.cgroup_id)" -gt 0
+check "five execs, all made ahead" test "$(grep -c '^ahead ' "$T/ids")" = 5
+check "  ... five cgroups, five network namespaces, five exec ids (a slot serves one exec)" \
+	test "$(cut -d' ' -f2 "$T/ids" | sort -u | wc -l)$(cut -d' ' -f3 "$T/ids" | sort -u | wc -l)$(cut -d' ' -f4 "$T/ids" | sort -u | wc -l)" = 555
+check "  ... each sees one SysV segment, its own, and runs as pid 1 (its IPC and pid namespaces new)" \
+	test "$(cut -d' ' -f5- "$T/ids" | sort -u | xargs)" = "1 1"
+check "  ... and the cgroup of each is gone after it" test -z "$(for c in $before; do [ -d "$c" ] && echo "$c"; done)"
+
+# a warm exec's BPF layer holds: the metadata address is refused, and said
+bk_exec w1 -- python3 -c 'import socket; s = socket.socket(); s.settimeout(2)
+try: s.connect(("169.254.169.254", 80))
+except OSError as e: print("refused", e.errno)'
+check "a warm exec cannot reach the metadata address (the BPF layer, read back in denied)" \
+	bash -c "[ \"$(j .isolation.made)\" = ahead ] && grep -q '^refused' <<< \"$(j .stdout)\" && [ \"$(j '.denied | length')\" -ge 1 ]"
+
+# the pod goes: its slots go with it
+runc_pid=$("${RUNC[@]}" state "$(sb w1 sandbox_container_id)" | jq -r .pid)
+wait_slots 2
+kill -9 "$runc_pid"
+check "the pod's sandbox container killed: its slots are torn down within 2 s" \
+	gone_within $((2 * TIME_SCALE)) slot_cgroups "$PUID"
+check "  ... no parked child left" test -z "$(pgrep -x boxkite-slot)"
+ctl status > "$T/st.json"
+check "  ... counted as gone" jq -e '.warm_slots.gone >= 2 and .warm_slots.ready == 0' "$T/st.json"
+bk_sandbox_delete w1 >/dev/null 2>&1
+
+# unused slots go after exec.warm_idle_s; the agent's stop takes the rest
+bk_stop_agent
+bk_start_agent '{"exec":{"warm_idle_s":2}}' || exit 1
+bk_sandbox_create w2 || exit 1
+P2=$(sb w2 pod_uid)
+bk_exec w2 -- true
+for _ in $(seq 1 40); do [ "$(slot_cgroups "$P2" | wc -l)" -ge 2 ] && break; sleep 0.05; done
+check "exec.warm_idle_s 2: slots made" test "$(slot_cgroups "$P2" | wc -l)" = 2
+sleep 3
+check "  ... and gone after 2 s unused" test -z "$(slot_cgroups "$P2")"
+bk_exec w2 -- true
+for _ in $(seq 1 40); do [ "$(slot_cgroups "$P2" | wc -l)" -ge 2 ] && break; sleep 0.05; done
+bk_stop_agent
+check "the agent's stop tears its slots down (no cgroup, no parked child, no record)" \
+	test -z "$(slot_cgroups "$P2")$(pgrep -x boxkite-slot)$(ls "$T/state/execs" 2>/dev/null)"
+
+# a killed agent leaves slots; the next one sweeps them
+bk_start_agent || exit 1
+bk_exec w2 -- true
+for _ in $(seq 1 40); do [ "$(slot_cgroups "$P2" | wc -l)" -ge 2 ] && break; sleep 0.05; done
+check "slots made again" test "$(slot_cgroups "$P2" | wc -l)" = 2
+kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
+rm -f "$T/admin.sock" "$SOCK"
+bk_start_agent || exit 1
+check "a killed agent's slots are swept by the next one at its start" \
+	gone_within $((3 * TIME_SCALE)) sh -c "pgrep -x boxkite-slot; find $CG_ROOTS -path '*/pod$P2/boxkite-exec-*' -type d"
+
+# none with exec.warm_slots 0
+bk_stop_agent
+bk_start_agent '{"exec":{"warm_slots":0}}' || exit 1
+bk_exec w2 -- true; bk_exec w2 -- true
+sleep 0.3
+check "exec.warm_slots 0: every exec is made on request, no slot" \
+	test "$(j .isolation.made)$(find $CG_ROOTS -path "*/pod$P2/boxkite-exec-*" -type d | wc -l)" = on_request0
+bk_sandbox_delete w2 >/dev/null 2>&1
