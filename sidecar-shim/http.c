@@ -454,8 +454,8 @@ static bool is_transport_malformed(int e)
 }
 
 static enum MHD_Result forward_stream(struct shim *s, struct MHD_Connection *c, struct req *r, const char *frame,
-				      size_t n);
-static bool wants_stream(const char *args, size_t len);
+				      size_t n, unsigned exec_timeout);
+static bool wants_stream(const char *args, size_t len, unsigned *timeout_s);
 
 static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct req *r, const char *args,
 			       size_t args_len)
@@ -468,8 +468,9 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
 	if (fe < 0)
 		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
 
-	if (r->route->kind == R_EXEC && wants_stream(args, args_len))
-		return forward_stream(s, c, r, frame, n);
+	unsigned exec_timeout = 0;
+	if (r->route->kind == R_EXEC && wants_stream(args, args_len, &exec_timeout))
+		return forward_stream(s, c, r, frame, n, exec_timeout);
 	_cleanup_free_ char *resp = NULL;
 	size_t rlen = 0;
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -638,7 +639,7 @@ static void stream_free(void *cls)
 }
 
 static enum MHD_Result forward_stream(struct shim *s, struct MHD_Connection *c, struct req *r, const char *frame,
-				      size_t n)
+				      size_t n, unsigned exec_timeout)
 {
 	_cleanup_free_ char *resp = NULL;
 	size_t rlen = 0;
@@ -689,10 +690,9 @@ static enum MHD_Result forward_stream(struct shim *s, struct MHD_Connection *c, 
 		stream_free(st);
 		return MHD_NO;
 	}
-	/* silent commands: no inactivity timeout until the last line (the
-	 * agent bounds the exec; a client not reading is bounded by the
-	 * agent's send deadline) */
-	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0);
+	/* a silent command is not cut off: until the last line the
+	 * inactivity timeout covers the exec's own */
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, exec_timeout + s->conn_timeout);
 	enum MHD_Result ok = MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");
 	if (ok == MHD_YES)
 		ok = MHD_add_response_header(mr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
@@ -708,10 +708,17 @@ static enum MHD_Result forward_stream(struct shim *s, struct MHD_Connection *c, 
 	return ok;
 }
 
-static bool wants_stream(const char *args, size_t len)
+/* "stream": true, and the inactivity timeout for the stream: the exec's
+ * own timeout (the agent's largest when unsaid) plus the usual one, so a
+ * silent command is not cut off and a client that stops reading is still
+ * let go. */
+static bool wants_stream(const char *args, size_t len, unsigned *timeout_s)
 {
 	cJSON *j = cJSON_ParseWithLength(args, len);
 	bool on = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "stream"));
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "timeout");
+	*timeout_s = cJSON_IsNumber(t) && t->valuedouble >= 1 && t->valuedouble <= 86400 ? (unsigned)t->valuedouble
+											 : SHIM_STREAM_TIMEOUT_MAX;
 	cJSON_Delete(j);
 	return on;
 }

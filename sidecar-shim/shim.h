@@ -50,6 +50,7 @@
 #define SHIM_HEALTH_PING_TIMEOUT_MS 2000
 #define SHIM_HEALTH_CACHE_NS (1000ull * 1000ull * 1000ull)
 #define SHIM_AGENT_POOL_MAX 8u
+#define SHIM_STREAM_TIMEOUT_MAX 3600u /* a streamed /exec without "timeout": the agent's largest default */
 /* Per-connection memory for libmicrohttpd: request line + headers must fit.
  * A 1 MB header is refused by MHD (431) instead of being buffered. */
 #define SHIM_CONN_MEMORY_LIMIT (64u * 1024u)

@@ -121,6 +121,17 @@ if PUB:
 else:
     skip("exit event: the receipt verifies", "BK_RECEIPT_PUB not set")
 
+# --- a denial as it happens (the BPF ring buffer's event for this exec, before the command ends) ---
+cmd = "curl -s --max-time 2 http://169.254.169.254/ >/dev/null; echo rc=$?; sleep 0.5"
+code, evs, raw = stream(cmd)
+den = [(t, e) for t, e in evs if e.get("type") == "denied"]
+end = evs[-1][0] if evs else 0
+ex = evs[-1][1] if evs else {}
+check(f"denied: the metadata connect streamed as it happened ({(end - den[0][0]) if den else 0:.2f}s before exit)",
+      den and den[0][1].get("dst") == "169.254.169.254" and den[0][1].get("port") == 80 and
+      den[0][1].get("layer") == "bpf" and end - den[0][0] >= 0.3 and
+      any(d.get("dst") == "169.254.169.254" for d in ex.get("denied", [])), [e for _, e in den][:2])
+
 # --- bytes: invalid UTF-8 exactly; a sequence split between writes stays text -----------------
 cmd = ("printf 'a\\377\\376b\\303'; sleep 0.3; printf '\\251 caf\\303\\251 au lait \\000z un smiley: \\360\\237'; "
        "sleep 0.3; printf '\\230\\200!'")
