@@ -112,3 +112,16 @@ printf 'seccomp receipt read, p50     = %5.3f ms  (the agent reads /proc/<pid>/s
 ov=$(echo "($(p50 "$https") - $(p50 "$boxk_again")) / 1000" | bc -l)
 printf 'shim overhead, p50            = %5.2f ms  (target <= 0.5 ms: %s)\n' "$ov" "$(verdict "$ov <= 0.5")"
 printf 'shim RSS, idle                = %5d KiB (target <= 8192 KiB: %s)\n' "$SHIMRSS" "$(verdict "$SHIMRSS <= 8192")"
+
+# --- issue 18: streamed /exec (scripts/bench-stream.py), through the shim over HTTPS,
+# alternated with the plain /exec in the same loop: time to the first stdout byte of
+# a streamed `echo x` against the plain round trip, and per-chunk latency (a line
+# stamped with CLOCK_REALTIME by the command every 20 ms, to its arrival here)
+strm=$($MGR python3 "$(dirname "$0")/bench-stream.py" "$URL" "$PIN" "$TOK" "${BENCH_STREAM_N:-200}")
+echo
+printf '%-44s %6s %10s %10s\n' "streamed /exec via the shim (HTTPS)" n p50_us p99_us
+printf '%-44s %6d %10.1f %10.1f\n' "plain /exec round trip (same loop)" "$(jq .n <<<"$strm")" "$(jq .plain_p50_us <<<"$strm")" "$(jq .plain_p99_us <<<"$strm")"
+printf '%-44s %6d %10.1f %10.1f\n' "streamed: time to first stdout byte" "$(jq .n <<<"$strm")" "$(jq .ttfb_p50_us <<<"$strm")" "$(jq .ttfb_p99_us <<<"$strm")"
+printf '%-44s %6d %10.1f %10.1f %s\n' "streamed: per-chunk latency (written->here)" "$(jq .chunk_n <<<"$strm")" "$(jq .chunk_p50_us <<<"$strm")" "$(jq .chunk_p99_us <<<"$strm")" "errors=$(jq .errors <<<"$strm")"
+rs=$(echo "$(jq .ttfb_p50_us <<<"$strm") / $(jq .plain_p50_us <<<"$strm")" | bc -l)
+printf 'stream TTFB p50 / plain p50    = %5.2fx   (target <= 1.2x: %s)\n' "$rs" "$(verdict "$rs <= 1.2")"

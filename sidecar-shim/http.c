@@ -453,6 +453,10 @@ static bool is_transport_malformed(int e)
 	return e == -EPROTO || e == -EPROTONOSUPPORT || e == -EMSGSIZE || e == -EILSEQ;
 }
 
+static enum MHD_Result forward_stream(struct shim *s, struct MHD_Connection *c, struct req *r, const char *frame,
+				      size_t n, unsigned exec_timeout);
+static bool wants_stream(const char *args, size_t len, unsigned *timeout_s);
+
 static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct req *r, const char *args,
 			       size_t args_len)
 {
@@ -464,6 +468,9 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
 	if (fe < 0)
 		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
 
+	unsigned exec_timeout = 0;
+	if (r->route->kind == R_EXEC && wants_stream(args, args_len, &exec_timeout))
+		return forward_stream(s, c, r, frame, n, exec_timeout);
 	_cleanup_free_ char *resp = NULL;
 	size_t rlen = 0;
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -504,6 +511,216 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
 		cJSON_Delete(b);
 	}
 	return respond(s, c, r, ar.status, ar.content_type, ar.body, ar.len, true);
+}
+
+/* ---- /exec with "stream": true -------------------------------------------
+ *
+ * The agent answers with frames marked "more" while the command runs and a
+ * last one without it (the exit event). The first frame decides: not a
+ * 200 with "more" (a refusal, a 422) is relayed as an ordinary answer;
+ * else the answer is 200, chunked (MHD_SIZE_UNKNOWN on HTTP/1.1), one
+ * JSON line per frame's body, read from the agent only as fast as the
+ * client takes them (the agent bounds that wait by the exec's deadline).
+ * A client that hangs up closes the agent connection: the exec is killed. */
+
+struct stream {
+	struct shim *s;
+	struct MHD_Connection *c;
+	int up;      /* the agent connection */
+	int client;  /* the connection's socket (MHD's end in TLS mode) */
+	char *line;  /* the line being sent */
+	size_t len, off;
+	bool done;   /* the last line is in line */
+};
+
+static void stream_set_line(struct stream *st, char *body, size_t len)
+{
+	free(st->line);
+	st->line = body;
+	st->len = len;
+	st->off = 0;
+	if (len && body[len - 1] == '\0')
+		st->len--;
+}
+
+/* The exit event: counted as a plain /exec's answer is. */
+static void stream_count(const char *body, size_t len)
+{
+	cJSON *b = cJSON_ParseWithLength(body, len);
+	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(b, "exit_code");
+	pthread_mutex_lock(&metrics.lock);
+	metrics.exec_total++;
+	if (!cJSON_IsNumber(ec) || ec->valuedouble != 0)
+		metrics.exec_errors++;
+	pthread_mutex_unlock(&metrics.lock);
+	cJSON_Delete(b);
+}
+
+/* A frame's body as one line (the body text plus "\n"); a last frame that
+ * is not a 200 (the exec failed after it started) becomes
+ * {"type":"error","status":N,...its body}. NULL on a malformed frame. */
+static char *stream_line(const char *resp, size_t rlen, bool *more, size_t *len)
+{
+	struct upstream_reply ar;
+	if (upstream_parse_reply(resp, rlen, &ar) < 0)
+		return NULL;
+	*more = ar.more;
+	if (!ar.more && ar.status != 200) {
+		cJSON *b = cJSON_ParseWithLength(ar.body, ar.len);
+		free(ar.body);
+		cJSON *e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "type", "error");
+		cJSON_AddNumberToObject(e, "status", ar.status);
+		for (cJSON *it = b ? b->child : NULL; it; it = it->next)
+			if (!streq(it->string, "type") && !streq(it->string, "status"))
+				cJSON_AddItemToObject(e, it->string, cJSON_Duplicate(it, true));
+		cJSON_Delete(b);
+		ar.body = cJSON_PrintUnformatted(e);
+		cJSON_Delete(e);
+		if (!ar.body)
+			return NULL;
+		ar.len = strlen(ar.body);
+	} else if (!ar.more) {
+		stream_count(ar.body, ar.len);
+	}
+	char *l = realloc(ar.body, ar.len + 2);
+	if (!l) {
+		free(ar.body);
+		return NULL;
+	}
+	l[ar.len] = '\n';
+	l[ar.len + 1] = '\0';
+	*len = ar.len + 1;
+	return l;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct stream *st = cls;
+	while (st->off == st->len) {
+		if (st->done)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		_cleanup_free_ char *resp = NULL;
+		size_t rlen = 0;
+		int e = upstream_stream_next(st->up, st->client, &resp, &rlen);
+		if (e == -ECONNABORTED) {
+			log_info("client gone", LS("route", "/exec"), LS("stream", "yes"));
+			return MHD_CONTENT_READER_END_WITH_ERROR; /* the agent kills the exec */
+		}
+		bool more = false;
+		size_t l = 0;
+		char *line = e < 0 ? NULL : stream_line(resp, rlen, &more, &l);
+		if (!line) {
+			log_warn("stream broken", LS("route", "/exec"),
+				 LS("error", e < 0 ? bk_proto_strerror(e) : "malformed frame"));
+			return MHD_CONTENT_READER_END_WITH_ERROR; /* the client sees no exit event */
+		}
+		stream_set_line(st, line, l);
+		if (!more) {
+			st->done = true;
+			/* the stream's end: slow clients are bounded again */
+			MHD_set_connection_option(st->c, MHD_CONNECTION_OPTION_TIMEOUT, st->s->conn_timeout);
+		}
+	}
+	size_t n = st->len - st->off < max ? st->len - st->off : max;
+	memcpy(buf, st->line + st->off, n);
+	st->off += n;
+	return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+	struct stream *st = cls;
+	if (st->up >= 0)
+		close(st->up); /* an exec still running is killed by the agent */
+	free(st->line);
+	free(st);
+}
+
+static enum MHD_Result forward_stream(struct shim *s, struct MHD_Connection *c, struct req *r, const char *frame,
+				      size_t n, unsigned exec_timeout)
+{
+	_cleanup_free_ char *resp = NULL;
+	size_t rlen = 0;
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	int client = ci ? ci->connect_fd : -1;
+	int up = -1;
+	int e = upstream_stream_open(&s->upstream, frame, n, client, &up, &resp, &rlen);
+	if (e == -ECONNABORTED) {
+		log_info("client gone", LS("route", r->route->path));
+		return MHD_NO;
+	}
+	if (e < 0) {
+		log_warn("agent unavailable", LS("route", r->route->path), LS("error", strerror(-e)));
+		return respond_static(s, c, r,
+				      is_transport_malformed(e) ? MHD_HTTP_BAD_GATEWAY : MHD_HTTP_SERVICE_UNAVAILABLE,
+				      is_transport_malformed(e) ? body_bad_reply : body_unavailable);
+	}
+	struct upstream_reply ar;
+	e = upstream_parse_reply(resp, rlen, &ar);
+	if (e < 0) {
+		close(up);
+		log_warn("malformed agent response", LS("route", r->route->path), LS("error", "bad reply shape"));
+		return respond_static(s, c, r, MHD_HTTP_BAD_GATEWAY, body_bad_reply);
+	}
+	if (!ar.more || ar.status != 200) {
+		/* not a stream (refused, invalid): the ordinary answer */
+		close(up);
+		return respond(s, c, r, ar.status, ar.content_type, ar.body, ar.len, true);
+	}
+	free(ar.body);
+	struct stream *st = calloc(1, sizeof(*st));
+	if (!st) {
+		close(up);
+		return MHD_NO;
+	}
+	*st = (struct stream){ .s = s, .c = c, .up = up, .client = client };
+	bool more = true;
+	size_t l = 0;
+	char *line = stream_line(resp, rlen, &more, &l);
+	if (!line) {
+		stream_free(st);
+		return MHD_NO;
+	}
+	stream_set_line(st, line, l);
+	struct MHD_Response *mr = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, st,
+								     stream_free);
+	if (!mr) {
+		stream_free(st);
+		return MHD_NO;
+	}
+	/* a silent command is not cut off: until the last line the
+	 * inactivity timeout covers the exec's own */
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, exec_timeout + s->conn_timeout);
+	enum MHD_Result ok = MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");
+	if (ok == MHD_YES)
+		ok = MHD_add_response_header(mr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (ok == MHD_YES)
+		ok = MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
+	if (ok == MHD_YES && atomic_load(&s->draining))
+		ok = MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
+	if (ok == MHD_YES)
+		ok = MHD_queue_response(c, MHD_HTTP_OK, mr);
+	MHD_destroy_response(mr);
+	if (ok == MHD_YES)
+		r->status = MHD_HTTP_OK;
+	return ok;
+}
+
+/* "stream": true, and the inactivity timeout for the stream: the exec's
+ * own timeout (the agent's largest when unsaid) plus the usual one, so a
+ * silent command is not cut off and a client that stops reading is still
+ * let go. */
+static bool wants_stream(const char *args, size_t len, unsigned *timeout_s)
+{
+	cJSON *j = cJSON_ParseWithLength(args, len);
+	bool on = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "stream"));
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "timeout");
+	*timeout_s = cJSON_IsNumber(t) && t->valuedouble >= 1 && t->valuedouble <= 86400 ? (unsigned)t->valuedouble
+											 : SHIM_STREAM_TIMEOUT_MAX;
+	cJSON_Delete(j);
+	return on;
 }
 
 /* ---- header deadline -----------------------------------------------------

@@ -50,6 +50,7 @@
 #define SHIM_HEALTH_PING_TIMEOUT_MS 2000
 #define SHIM_HEALTH_CACHE_NS (1000ull * 1000ull * 1000ull)
 #define SHIM_AGENT_POOL_MAX 8u
+#define SHIM_STREAM_TIMEOUT_MAX 3600u /* a streamed /exec without "timeout": the agent's largest default */
 /* Per-connection memory for libmicrohttpd: request line + headers must fit.
  * A 1 MB header is refused by MHD (431) instead of being buffered. */
 #define SHIM_CONN_MEMORY_LIMIT (64u * 1024u)
@@ -94,6 +95,7 @@ struct upstream_reply {
 	const char *content_type; /* static string */
 	char *body;               /* owned, malloc'd */
 	size_t len;
+	bool more;                /* a streamed answer: more frames follow ("more": true) */
 };
 int upstream_init(struct upstream_pool *a, const char *path);
 void upstream_done(struct upstream_pool *a);
@@ -103,6 +105,14 @@ void upstream_done(struct upstream_pool *a);
 int upstream_call(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, char **resp, size_t *resplen);
 int upstream_call_watch(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
 		     size_t *resplen);
+/* A streamed answer (/exec with "stream": true): the request's first
+ * answer as upstream_call_watch, and the agent connection in *fd (not
+ * pooled; the caller closes it) for the next ones. */
+int upstream_stream_open(struct upstream_pool *a, const char *req, size_t len, int watch_fd, int *fd, char **resp,
+			 size_t *resplen);
+/* The next answer on a stream's connection, or -ECONNABORTED when the
+ * client behind watch_fd hung up first. */
+int upstream_stream_next(int fd, int watch_fd, char **resp, size_t *resplen);
 /* Validate an agent response frame and turn it into an HTTP reply.
  * -EBADMSG when malformed. */
 int upstream_parse_reply(const char *resp, size_t len, struct upstream_reply *out);

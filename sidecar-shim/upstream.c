@@ -111,12 +111,12 @@ static int wait_answer(int fd, int watch_fd)
 	}
 }
 
-int upstream_call_watch(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
-		     size_t *resplen);
+static int call(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
+		size_t *resplen, int *keep_fd);
 
 int upstream_call(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, char **resp, size_t *resplen)
 {
-	return upstream_call_watch(a, req, len, timeout_ms, -1, resp, resplen);
+	return call(a, req, len, timeout_ms, -1, resp, resplen, NULL);
 }
 
 /* As agent_call; when the HTTP client behind watch_fd hangs up while the
@@ -125,6 +125,29 @@ int upstream_call(struct upstream_pool *a, const char *req, size_t len, int time
  * nobody). */
 int upstream_call_watch(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
 		     size_t *resplen)
+{
+	return call(a, req, len, timeout_ms, watch_fd, resp, resplen, NULL);
+}
+
+int upstream_stream_open(struct upstream_pool *a, const char *req, size_t len, int watch_fd, int *fd, char **resp,
+			 size_t *resplen)
+{
+	return call(a, req, len, 0, watch_fd, resp, resplen, fd);
+}
+
+int upstream_stream_next(int fd, int watch_fd, char **resp, size_t *resplen)
+{
+	int e = wait_answer(fd, watch_fd);
+	if (e < 0)
+		return e;
+	e = bk_recv_msg(fd, BK_RESP_MAX, resp, resplen);
+	return e == 1 ? -ECONNRESET : e;
+}
+
+/* keep_fd: the connection is not pooled but handed over (a stream's next
+ * answers follow on it). */
+static int call(struct upstream_pool *a, const char *req, size_t len, int timeout_ms, int watch_fd, char **resp,
+		size_t *resplen, int *keep_fd)
 {
 	for (int attempt = 0;; attempt++) {
 		bool pooled;
@@ -151,6 +174,10 @@ int upstream_call_watch(struct upstream_pool *a, const char *req, size_t len, in
 			return -ECONNRESET; /* agent closed without answering */
 		if (e < 0)
 			return e;
+		if (keep_fd) {
+			*keep_fd = steal_fd(&fd);
+			return 0;
+		}
 		if (timeout_ms > 0 && set_timeouts(fd, 0) < 0)
 			return 0; /* answer is good; just do not pool this socket */
 		pool_put(a, steal_fd(&fd));
@@ -198,6 +225,11 @@ int upstream_parse_reply(const char *resp, size_t len, struct upstream_reply *ou
 	const cJSON *body = cJSON_GetObjectItemCaseSensitive(root, "body");
 	if (!cJSON_IsObject(body))
 		return -EBADMSG;
+
+	const cJSON *more = cJSON_GetObjectItemCaseSensitive(root, "more");
+	if (more && !cJSON_IsBool(more))
+		return -EBADMSG;
+	out->more = cJSON_IsTrue(more);
 
 	const char *ct = "application/json";
 	const cJSON *ctj = cJSON_GetObjectItemCaseSensitive(root, "content_type");

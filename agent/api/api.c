@@ -40,9 +40,12 @@ static char *op_ping(struct bk_agent *a, const struct bk_pod *p, const char *op,
 	return bk_api_respond(200, b);
 }
 
+/* set while /tool-call runs a tool: its exec never streams */
+static __thread bool in_tool_call;
+
 static char *op_exec(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
 {
-	return bk_api_exec(a, p, args, bk_api_client_fd);
+	return bk_api_exec(a, p, args, bk_api_client_fd, !in_tool_call);
 }
 
 static char *op_identity(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
@@ -162,7 +165,9 @@ static char *op_tool_call(struct bk_agent *a, const struct bk_pod *p, const char
 			o = op_find(tool_alias[i].op);
 	if (!o && (o = op_find(t)) && !(o->flags & TOOL))
 		o = NULL;
+	in_tool_call = true;
 	char *out = o ? o->run(a, p, o->name, targs) : bk_api_error(400, "unknown_tool", "unknown tool \"%.64s\"", t);
+	in_tool_call = false;
 	cJSON_Delete(empty);
 	return out;
 }

@@ -8,11 +8,15 @@
 #include "agent/api/reply.h"
 #include "agent/parse/text.h"
 #include "agent/session/run.h"
+#include "agent/isolate/exec.h"
+#include "lib/proto.h"
 #include "lib/sign.h"
 #include "lib/util.h"
 #include "lib/log.h"
 
 #include <openssl/evp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include <limits.h>
@@ -72,6 +76,12 @@ static char *parse_exec(const struct bk_config *c, const cJSON *args, struct bk_
 			return bk_api_invalid("timeout", "value_error", "timeout must be from 1 to %u seconds",
 					      c->timeout_max);
 		ea->timeout = (uint32_t)to->valuedouble;
+	}
+	const cJSON *stream = cJSON_GetObjectItemCaseSensitive(args, "stream");
+	if (stream && !cJSON_IsNull(stream)) {
+		if (!cJSON_IsBool(stream))
+			return bk_api_invalid("stream", "bool_type", "Input should be a valid boolean");
+		ea->stream = cJSON_IsTrue(stream);
 	}
 	const cJSON *cwd = cJSON_GetObjectItemCaseSensitive(args, "cwd");
 	if (cwd && !cJSON_IsNull(cwd)) {
@@ -232,28 +242,34 @@ static cJSON *out_string(char *raw, size_t len, const struct bk_exec_args *ea, b
 	return s;
 }
 
+/* One denial ({"type": type, ...} when type is set: a stream's event). */
+static cJSON *denial_json(const struct bk_denial *d, const char *type)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (type)
+		cJSON_AddStringToObject(o, "type", type);
+	cJSON_AddStringToObject(o, "dst", d->dst);
+	cJSON_AddNumberToObject(o, "port", d->port);
+	cJSON_AddStringToObject(o, "proto", d->proto);
+	cJSON_AddStringToObject(o, "layer", "bpf");
+	cJSON_AddStringToObject(o, "reason", d->reason);
+	cJSON_AddNumberToObject(o, "pid", d->pid);
+	size_t cl;
+	char *comm = bk_utf8_sanitize(d->comm, strnlen(d->comm, sizeof(d->comm)), &cl);
+	cJSON_AddStringToObject(o, "comm", comm ? comm : "");
+	free(comm);
+	if (d->hook)
+		cJSON_AddStringToObject(o, "hook", d->hook);
+	if (d->attributed_to)
+		cJSON_AddStringToObject(o, "attributed_to", d->attributed_to);
+	return o;
+}
+
 static cJSON *denied_json(const struct bk_exec_result *r)
 {
 	cJSON *den = cJSON_CreateArray();
-	for (int i = 0; i < r->n_denied; i++) {
-		const struct bk_denial *d = &r->denied[i];
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "dst", d->dst);
-		cJSON_AddNumberToObject(o, "port", d->port);
-		cJSON_AddStringToObject(o, "proto", d->proto);
-		cJSON_AddStringToObject(o, "layer", "bpf");
-		cJSON_AddStringToObject(o, "reason", d->reason);
-		cJSON_AddNumberToObject(o, "pid", d->pid);
-		size_t cl;
-		char *comm = bk_utf8_sanitize(d->comm, strnlen(d->comm, sizeof(d->comm)), &cl);
-		cJSON_AddStringToObject(o, "comm", comm ? comm : "");
-		free(comm);
-		if (d->hook)
-			cJSON_AddStringToObject(o, "hook", d->hook);
-		if (d->attributed_to)
-			cJSON_AddStringToObject(o, "attributed_to", d->attributed_to);
-		cJSON_AddItemToArray(den, o);
-	}
+	for (int i = 0; i < r->n_denied; i++)
+		cJSON_AddItemToArray(den, denial_json(&r->denied[i], NULL));
 	return den;
 }
 
@@ -328,7 +344,236 @@ static cJSON *receipt_json(const struct bk_agent *a, const struct bk_pod *pod, c
 	return rc;
 }
 
-char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args, int client_fd)
+/* ---- "stream": true -------------------------------------------------------------------------
+ * Events, one frame each, {"status":200,"more":true,"body":{"type":...}} on
+ * the requester's connection as the command runs; the last one (the
+ * handler's answer, without "more") is {"type":"exit", ...}: the
+ * non-streamed answer without stdout/stderr. Each output stream keeps back
+ * what redaction needs to see whole (bk_redact_safe_cut) and an incomplete
+ * UTF-8 sequence at its end; bytes that are not UTF-8 (or NUL) travel as
+ * base64 in "data_base64". */
+
+#define TEXT_RUN_MIN 16 /* a shorter valid run between invalid bytes goes with them in base64 */
+
+struct out_stream {
+	char *raw;          /* kept back for redaction */
+	size_t rawlen, rawcap;
+	char u8[4];         /* an incomplete UTF-8 sequence kept back */
+	size_t u8len;
+};
+
+struct exec_stream {
+	int fd;
+	const struct bk_exec_args *ea;
+	uint32_t timeout_s;
+	uint64_t deadline_ns; /* now_ns(): a send waits at most until then (+1 s) */
+	struct out_stream o[2];
+	int denied_sent;
+	bool started, broken;
+};
+
+static int stream_send(struct exec_stream *s, cJSON *ev)
+{
+	if (s->broken) {
+		cJSON_Delete(ev);
+		return -EPIPE;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "status", 200);
+	cJSON_AddBoolToObject(o, "more", true);
+	cJSON_AddItemToObject(o, "body", ev);
+	char *txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (!txt) {
+		s->broken = true;
+		return -ENOMEM;
+	}
+	/* a requester that stops reading holds the exec at most to its deadline */
+	uint64_t now = now_ns(), left = (s->deadline_ns > now ? s->deadline_ns - now : 0) + 1000000000ull;
+	struct timeval tv = { .tv_sec = (time_t)(left / 1000000000ull), .tv_usec = (suseconds_t)(left % 1000000000ull / 1000) };
+	setsockopt(s->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	int r = bk_send_msg(s->fd, txt, strlen(txt));
+	free(txt);
+	if (r < 0)
+		s->broken = true;
+	return r;
+}
+
+static int send_segment(struct exec_stream *s, int k, const char *p, size_t n, bool text)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", k ? "stderr" : "stdout");
+	char *t = malloc(text ? n + 1 : 4 * ((n + 2) / 3) + 1);
+	if (!t) {
+		cJSON_Delete(ev);
+		return -ENOMEM;
+	}
+	if (text) {
+		memcpy(t, p, n);
+		t[n] = '\0';
+	} else {
+		EVP_EncodeBlock((unsigned char *)t, (const unsigned char *)p, (int)n);
+	}
+	cJSON_AddStringToObject(ev, text ? "data" : "data_base64", t);
+	free(t);
+	return stream_send(s, ev);
+}
+
+/* Bytes in order: runs of valid UTF-8 as "data", the rest as "data_base64". */
+static int emit_bytes(struct exec_stream *s, int k, const char *p, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		bool v;
+		size_t l = bk_utf8_run(p + i, n - i, &v);
+		if (v && (l >= TEXT_RUN_MIN || i + l == n)) {
+			if (send_segment(s, k, p + i, l, true) < 0)
+				return -EPIPE;
+			i += l;
+			continue;
+		}
+		size_t j = i + l;
+		while (j < n) {
+			l = bk_utf8_run(p + j, n - j, &v);
+			if (v && (l >= TEXT_RUN_MIN || j + l == n))
+				break;
+			j += l;
+		}
+		if (send_segment(s, k, p + i, j - i, false) < 0)
+			return -EPIPE;
+		i = j;
+	}
+	return 0;
+}
+
+/* Send the first c bytes kept back for stream k, redacted (final: all of
+ * it, the UTF-8 tail too, and tail_partial as the non-streamed answer). */
+static int flush_out(struct exec_stream *s, int k, size_t c, bool final, bool tail_partial)
+{
+	struct out_stream *o = &s->o[k];
+	const struct bk_exec_args *ea = s->ea;
+	char *piece = malloc(c + 1);
+	if (!piece)
+		return -ENOMEM;
+	memcpy(piece, o->raw, c);
+	memmove(o->raw, o->raw + c, o->rawlen - c);
+	o->rawlen -= c;
+	size_t pl = c;
+	piece = bk_redact_named(piece, &pl, ea->secret_values, ea->secret_labels, ea->nsecrets, tail_partial);
+	if (!piece)
+		return -ENOMEM;
+	char *all = malloc(o->u8len + pl + 1);
+	if (!all) {
+		free(piece);
+		return -ENOMEM;
+	}
+	memcpy(all, o->u8, o->u8len);
+	memcpy(all + o->u8len, piece, pl);
+	free(piece);
+	size_t al = o->u8len + pl;
+	size_t w = final ? al : bk_utf8_whole_prefix(all, al);
+	o->u8len = al - w;
+	memcpy(o->u8, all + w, o->u8len);
+	int r = w ? emit_bytes(s, k, all, w) : 0;
+	free(all);
+	return r;
+}
+
+static int sink_output(void *ud, int k, const char *buf, size_t n)
+{
+	struct exec_stream *s = ud;
+	struct out_stream *o = &s->o[k];
+	if (o->rawlen + n + 1 > o->rawcap) {
+		size_t nc = o->rawcap ? o->rawcap : 4096;
+		while (nc < o->rawlen + n + 1)
+			nc *= 2;
+		char *nb = realloc(o->raw, nc);
+		if (!nb)
+			return -ENOMEM;
+		o->raw = nb;
+		o->rawcap = nc;
+	}
+	memcpy(o->raw + o->rawlen, buf, n);
+	o->rawlen += n;
+	size_t c = bk_redact_safe_cut(o->raw, o->rawlen, s->ea->secret_values, s->ea->nsecrets);
+	return flush_out(s, k, c, false, false);
+}
+
+static int sink_started(void *ud, const struct bk_exec_result *res)
+{
+	struct exec_stream *s = ud;
+	s->started = true;
+	s->deadline_ns = now_ns() + (uint64_t)s->timeout_s * 1000000000ull;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "start");
+	cJSON_AddStringToObject(ev, "exec_id", res->exec_id);
+	return stream_send(s, ev);
+}
+
+static int sink_denied(void *ud, const struct bk_denial *d)
+{
+	struct exec_stream *s = ud;
+	s->denied_sent++;
+	return stream_send(s, denial_json(d, "denied"));
+}
+
+/* The answer's fields after stdout/stderr (the exit event's too). */
+static void add_result(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
+		       struct bk_exec_result *res, cJSON *b)
+{
+	cJSON_AddBoolToObject(b, "timed_out", res->timed_out);
+	cJSON_AddBoolToObject(b, "truncated", res->truncated);
+	cJSON_AddNumberToObject(b, "duration_ms", res->duration_ms);
+	cJSON_AddStringToObject(b, "exec_id", res->exec_id);
+	cJSON *iso = isolation_json(a, res);
+	cJSON_AddItemToObject(b, "isolation", iso);
+	cJSON_AddItemToObject(b, "denied", denied_json(res));
+	cJSON_AddNumberToObject(b, "denied_total", (double)res->denied_total);
+	cJSON_AddItemToObject(b, "receipt", receipt_json(a, pod, ea, res, iso));
+}
+
+static char *exec_streamed(struct bk_agent *a, const struct bk_pod *pod, struct bk_exec_args *ea,
+			   struct bk_exec_result *res)
+{
+	struct exec_stream s = { .fd = ea->client_fd, .ea = ea, .timeout_s = ea->timeout };
+	const struct bk_exec_sink sink = { .ud = &s, .started = sink_started, .output = sink_output,
+					   .denied = sink_denied };
+	ea->sink = &sink;
+	struct bk_refusal ref;
+	char *out = NULL;
+	if (bk_session_exec(a, pod, ea, res, &ref) < 0) {
+		/* before "start": an ordinary error answer; after it, the shim
+		 * relays it as the stream's last event */
+		out = bk_api_refusal(&ref);
+		goto done;
+	}
+	for (int k = 0; k < 2; k++)
+		if (flush_out(&s, k, s.o[k].rawlen, true, res->truncated) < 0)
+			s.broken = true;
+	for (int i = s.denied_sent; i < res->n_denied && !s.broken; i++)
+		sink_denied(&s, &res->denied[i]);
+	free(res->out);
+	free(res->err);
+	res->out = res->err = NULL;
+	if (!s.broken) {
+		cJSON *b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "type", "exit");
+		cJSON_AddNumberToObject(b, "exit_code", res->exit_code);
+		add_result(a, pod, ea, res, b);
+		out = bk_api_respond(200, b);
+	}
+	bk_exec_result_free(res);
+done:
+	if (s.started) {
+		struct timeval tv = { 0 };
+		setsockopt(s.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
+	for (int k = 0; k < 2; k++)
+		free(s.o[k].raw);
+	return out; /* NULL (the requester is gone): the connection closes */
+}
+
+char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args, int client_fd, bool may_stream)
 {
 	struct bk_exec_args ea;
 	char *err = parse_exec(&a->cfg, args, &ea);
@@ -338,6 +583,8 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 	_cleanup_free_ struct bk_exec_result *res = calloc(1, sizeof(*res));
 	if (!res)
 		return bk_api_error(503, "out_of_memory", "out of memory");
+	if (ea.stream && may_stream && client_fd >= 0)
+		return exec_streamed(a, pod, &ea, res);
 	struct bk_refusal ref;
 	if (bk_session_exec(a, pod, &ea, res, &ref) < 0)
 		return bk_api_refusal(&ref);
@@ -358,15 +605,7 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 		cJSON_AddItemToObject(b, "stderr", out_string(res->err, res->errlen, &ea, res->truncated));
 	}
 	res->out = res->err = NULL; /* freed above */
-	cJSON_AddBoolToObject(b, "timed_out", res->timed_out);
-	cJSON_AddBoolToObject(b, "truncated", res->truncated);
-	cJSON_AddNumberToObject(b, "duration_ms", res->duration_ms);
-	cJSON_AddStringToObject(b, "exec_id", res->exec_id);
-	cJSON *iso = isolation_json(a, res);
-	cJSON_AddItemToObject(b, "isolation", iso);
-	cJSON_AddItemToObject(b, "denied", denied_json(res));
-	cJSON_AddNumberToObject(b, "denied_total", (double)res->denied_total);
-	cJSON_AddItemToObject(b, "receipt", receipt_json(a, pod, &ea, res, iso));
+	add_result(a, pod, &ea, res, b);
 	bk_exec_result_free(res);
 	return bk_api_respond(200, b);
 }

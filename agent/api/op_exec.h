@@ -2,12 +2,16 @@
 /* /exec (op_exec.c). */
 #pragma once
 #include <cJSON.h>
+#include <stdbool.h>
 
 #include "agent/agent.h"
 
 /* The exec operation (API.md /exec) on a resolved pod; client_fd is the
- * requester's connection (-1: none): its hang-up kills the exec. */
-char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args, int client_fd);
+ * requester's connection (-1: none): its hang-up kills the exec. With
+ * "stream": true (and may_stream, and a connection) its events go out on
+ * client_fd as frames with "more" while it runs; the answer returned is
+ * the last one (NULL when the requester went away meanwhile). */
+char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args, int client_fd, bool may_stream);
 /* Validation of /exec arguments alone (NULL when valid, else the error
  * response); for tests and fuzzing. */
 char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args);

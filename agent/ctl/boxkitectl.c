@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 
 #include "agent/ctl/local/local.h"
@@ -25,7 +26,7 @@ static const char synopsis[] =
 	"                 [--wait S | --no-wait]\n"
 	"  sandbox delete NAME\n"
 	"  sandbox list\n"
-	"  exec NAME [--timeout S] [--json] [--] CMD [ARG...]\n"
+	"  exec NAME [--timeout S] [--json] [--stream] [--] CMD [ARG...]\n"
 	"  status\n"
 	"  inspect NAME\n"
 	"  verify NAME [--hold S] [--json]\n"
@@ -69,7 +70,9 @@ static const struct {
 	  "Prints the command's stdout and stderr; exits with its exit code (125: the\n"
 	  "agent refused or could not run it).\n"
 	  "  --timeout S   seconds, 1 to 86400 (default: the agent's)\n"
-	  "  --json        print the whole exec response (with its signed receipt) instead\n" },
+	  "  --json        print the whole exec response (with its signed receipt) instead\n"
+	  "  --stream      print stdout and stderr as the command writes them (with --json:\n"
+	  "                the stream's events, one JSON line each)\n" },
 	{ "status", "The agent's status as JSON: sandboxes, live execs, layers in force, self-test,\n"
 		    "denial counters, the node's receipt key.\n" },
 	{ "inspect", "Sandbox NAME's isolation report as JSON, read back from the kernel: BPF program\n"
@@ -170,7 +173,7 @@ static bool wants_help(const char *cmd, int argc, char **argv)
 		if (streq(cmd, "exec") && i >= 2) {
 			if (streq(argv[i], "--timeout"))
 				i++;
-			else if (!streq(argv[i], "--json"))
+			else if (!streq(argv[i], "--json") && !streq(argv[i], "--stream"))
 				return false;
 		}
 		if (streq(cmd, "call") && i >= 3)
@@ -260,6 +263,82 @@ static int shell_join(char **argv, int argc, char **out)
 	return 0;
 }
 
+/* exec --stream: the agent's events as they come (docs/api.md, "stream": true):
+ * output to our stdout/stderr (or each event as a JSON line); the exit code
+ * of the exit event, 125 when the agent refused or the stream broke. */
+static int exec_stream(cJSON *args, bool json)
+{
+	cJSON_AddBoolToObject(args, "stream", true);
+	int fd = bk_connect(admin_socket);
+	if (fd < 0) {
+		fprintf(stderr, "boxkitectl: cannot reach the agent at %s: %s\n", admin_socket, strerror(-fd));
+		cJSON_Delete(args);
+		return 125;
+	}
+	cJSON *req = cJSON_CreateObject();
+	cJSON_AddStringToObject(req, "op", "exec");
+	cJSON_AddItemToObject(req, "args", args);
+	char *txt = cJSON_PrintUnformatted(req);
+	cJSON_Delete(req);
+	int r = txt ? bk_send_msg(fd, txt, strlen(txt)) : -ENOMEM;
+	free(txt);
+	int rc = 125;
+	while (r == 0) {
+		char *resp = NULL;
+		size_t rl = 0;
+		if (bk_recv_msg(fd, BK_RESP_MAX, &resp, &rl) != 0) {
+			fprintf(stderr, "boxkitectl: the stream ended without an exit event: see the agent's log\n");
+			break;
+		}
+		cJSON *o = cJSON_ParseWithLength(resp, rl);
+		free(resp);
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "status");
+		const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "body");
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type");
+		bool more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "more"));
+		if (!cJSON_IsNumber(st) || !cJSON_IsObject(b)) {
+			fprintf(stderr, "boxkitectl: malformed answer from the agent\n");
+			cJSON_Delete(o);
+			break;
+		}
+		if (json) {
+			char *t = cJSON_PrintUnformatted(b);
+			puts(t ? t : "{}");
+			fflush(stdout);
+			free(t);
+		} else if (st->valueint != 200) {
+			print_error(o);
+		} else if (cJSON_IsString(type) && (streq(type->valuestring, "stdout") || streq(type->valuestring, "stderr"))) {
+			FILE *f = streq(type->valuestring, "stdout") ? stdout : stderr;
+			const cJSON *d = cJSON_GetObjectItemCaseSensitive(b, "data");
+			const cJSON *d64 = cJSON_GetObjectItemCaseSensitive(b, "data_base64");
+			if (cJSON_IsString(d))
+				fputs(d->valuestring, f);
+			if (cJSON_IsString(d64)) {
+				size_t n = strlen(d64->valuestring);
+				unsigned char *raw = malloc(n / 4 * 3 + 3);
+				int dl = raw ? EVP_DecodeBlock(raw, (const unsigned char *)d64->valuestring, (int)n) : -1;
+				/* EVP_DecodeBlock counts the padding's zero bytes too */
+				for (size_t p = n; dl > 0 && p > 0 && d64->valuestring[p - 1] == '='; p--)
+					dl--;
+				if (dl > 0)
+					fwrite(raw, 1, (size_t)dl, f);
+				free(raw);
+			}
+			fflush(f);
+		}
+		if (!more) {
+			const cJSON *ec = cJSON_GetObjectItemCaseSensitive(b, "exit_code");
+			rc = st->valueint == 200 && cJSON_IsNumber(ec) ? ec->valueint : 125;
+			cJSON_Delete(o);
+			break;
+		}
+		cJSON_Delete(o);
+	}
+	close(fd);
+	return rc;
+}
+
 static int cmd_exec(int argc, char **argv)
 {
 	/* exec NAME [--timeout S] [--json] -- CMD... */
@@ -268,7 +347,7 @@ static int cmd_exec(int argc, char **argv)
 	}
 	const char *name = argv[1];
 	long timeout = 0;
-	bool json = false;
+	bool json = false, stream = false;
 	int i = 2;
 	for (; i < argc; i++) {
 		if (streq(argv[i], "--")) {
@@ -276,6 +355,8 @@ static int cmd_exec(int argc, char **argv)
 			break;
 		} else if (streq(argv[i], "--json"))
 			json = true;
+		else if (streq(argv[i], "--stream"))
+			stream = true;
 		else if (streq(argv[i], "--timeout") && i + 1 < argc) {
 			uint64_t v;
 			if (parse_u64(argv[++i], &v) < 0 || v == 0 || v > 86400) {
@@ -298,6 +379,8 @@ static int cmd_exec(int argc, char **argv)
 	free(cmd);
 	if (timeout)
 		cJSON_AddNumberToObject(args, "timeout", (double)timeout);
+	if (stream)
+		return exec_stream(args, json);
 	int status;
 	cJSON *resp = admin_call(admin_socket, "exec", args, &status);
 	if (!resp)

@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/wait.h>
 
@@ -191,6 +192,8 @@ struct run {
 	uint64_t kill_deadline;
 	int status;
 	size_t cap[2]; /* allocated for res->out, res->err */
+	int wake_fd;   /* streamed: eventfd the denial events write (-1: none) */
+	int denied_sent; /* streamed: res->denied[] entries given to the sink */
 };
 
 /* Kill everything in the exec cgroup, and give what is left 5 s to close
@@ -241,7 +244,15 @@ static void read_output(struct exec_ctx *x, struct run *st, int k, int fd)
 	uint64_t cap = k == 0 || !x->req->err_cap ? x->req->out_cap : x->req->err_cap;
 	size_t room = *bl < cap ? cap - *bl : 0;
 	size_t take = (size_t)n < room ? (size_t)n : room;
-	if (take && append(b, bl, &st->cap[k], buf, take) < 0) {
+	const struct bk_exec_sink *sk = x->req->sink;
+	if (sk) {
+		/* streamed: the sink has it; the lengths count what was given */
+		*bl += take;
+		if (take && sk->output(sk->ud, k, buf, take) < 0 && !st->killed) {
+			res->requester_gone = true;
+			kill_all(x, st);
+		}
+	} else if (take && append(b, bl, &st->cap[k], buf, take) < 0) {
 		res->truncated = true;
 		take = 0;
 	}
@@ -249,6 +260,29 @@ static void read_output(struct exec_ctx *x, struct run *st, int k, int fd)
 		res->truncated = true;
 	if (res->truncated && !st->killed)
 		kill_all(x, st);
+}
+
+/* Streamed: the denials the ring buffer added since the last call, to the
+ * sink (copied under the engine lock, given outside it). */
+static void stream_denials(struct exec_ctx *x, struct run *st)
+{
+	const struct bk_exec_sink *sk = x->req->sink;
+	for (;;) {
+		struct bk_denial d;
+		bool have = false;
+		pthread_mutex_lock(&x->e->lock);
+		if (st->denied_sent < x->res->n_denied) {
+			d = x->res->denied[st->denied_sent++];
+			have = true;
+		}
+		pthread_mutex_unlock(&x->e->lock);
+		if (!have)
+			return;
+		if (sk->denied(sk->ud, &d) < 0 && !st->killed) {
+			x->res->requester_gone = true;
+			kill_all(x, st);
+		}
+	}
 }
 
 static void reap(struct exec_ctx *x, struct run *st)
@@ -268,10 +302,20 @@ static void run_command(struct exec_ctx *x)
 	struct bk_exec_result *res = x->res;
 	const struct bk_exec_req *req = x->req;
 	uint64_t deadline = x->t0 + (uint64_t)req->timeout_s * 1000000000ull;
-	struct run st = { 0 };
+	struct run st = { .wake_fd = -1 };
+	const struct bk_exec_sink *sk = req->sink;
+	if (sk) {
+		if (x->watched && (st.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0)
+			bk_filter_watch_wake(x->e, res, st.wake_fd);
+		if (sk->started(sk->ud, res) < 0) {
+			res->requester_gone = true;
+			kill_all(x, &st);
+		}
+	}
 	while (!(st.exited && st.out_eof && st.err_eof)) {
-		struct pollfd pf[4];
-		int np = 0, io = -1, ie = -1, ip = -1, ic = -1;
+		struct pollfd pf[5];
+		int np = 0, io = -1, ie = -1, ip = -1, ic = -1, iw = -1;
+		if (st.wake_fd >= 0) { iw = np; pf[np++] = (struct pollfd){ .fd = st.wake_fd, .events = POLLIN }; }
 		if (!st.out_eof) { io = np; pf[np++] = (struct pollfd){ .fd = x->out_fd, .events = POLLIN }; }
 		if (!st.err_eof) { ie = np; pf[np++] = (struct pollfd){ .fd = x->err_fd, .events = POLLIN }; }
 		if (!st.exited) { ip = np; pf[np++] = (struct pollfd){ .fd = x->pidfd, .events = POLLIN }; }
@@ -300,6 +344,18 @@ static void run_command(struct exec_ctx *x)
 			read_output(x, &st, 1, x->err_fd);
 		if (ip >= 0 && (pf[ip].revents & POLLIN))
 			reap(x, &st);
+		if (iw >= 0 && (pf[iw].revents & POLLIN)) {
+			uint64_t v;
+			if (read(st.wake_fd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: nothing new */
+			}
+			stream_denials(x, &st);
+		}
+	}
+	if (st.wake_fd >= 0) {
+		bk_filter_watch_wake(x->e, res, -1);
+		close(st.wake_fd);
+		stream_denials(x, &st);
 	}
 	if (!st.exited) {
 		siginfo_t si = { 0 };

@@ -104,6 +104,22 @@ struct bk_exec_req {
 	/* called exactly once: when the child is in its cgroup, or on failure */
 	void (*spawned)(void *ud);
 	void *spawned_ud;
+	/* NULL: output is kept in the result (up to the caps). Else it goes
+	 * to the sink as it arrives and is not kept (the caps still count). */
+	const struct bk_exec_sink *sink;
+};
+
+/* Where a streamed exec's output goes, on the exec's own thread, as it
+ * happens. A negative return from any call ends the exec as a hang-up
+ * does (its cgroup killed, requester_gone). */
+struct bk_exec_sink {
+	void *ud;
+	/* the command is running (its cgroup, filters and process are set) */
+	int (*started)(void *ud, const struct bk_exec_result *res);
+	/* k 0: stdout, 1: stderr; n > 0 bytes as read (already within the cap) */
+	int (*output)(void *ud, int k, const char *buf, size_t n);
+	/* a denial the BPF ring buffer matched to this exec (a copy) */
+	int (*denied)(void *ud, const struct bk_denial *d);
 };
 
 /* Buckets of bk_exec_result.t_us (µs), logged as the exec audit line's

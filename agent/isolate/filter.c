@@ -957,6 +957,7 @@ struct bk_exec_slot {
 	struct bk_exec_result *res;
 	const struct bk_pod *pod; /* whose exec (for the denial's log line) */
 	pid_t pid; /* the exec's first process (host pid), 0 until spawned */
+	int wake_fd; /* eventfd of a streamed exec, written per denial (-1: none) */
 };
 
 static const char *hook_name(uint8_t h)
@@ -1004,11 +1005,13 @@ static void on_event(const struct bk_event *ev, void *ud)
 	struct bk_exec_result *res = NULL;
 	const struct bk_pod *pod = NULL;
 	pid_t exec_pid = 0;
+	int wake_fd = -1;
 	for (int i = 0; i < e->nslots; i++)
 		if (e->slots[i].cgid == ev->cgroup_id && e->slots[i].res) {
 			res = e->slots[i].res;
 			pod = e->slots[i].pod;
 			exec_pid = e->slots[i].pid;
+			wake_fd = e->slots[i].wake_fd;
 			break;
 		}
 	if (!res) {
@@ -1043,6 +1046,13 @@ static void on_event(const struct bk_event *ev, void *ud)
 	 * lists; copied here, logged after the engine lock (every exec's
 	 * watch and unwatch take it) */
 	bool logit = res->n_denied > n0;
+	if (logit && wake_fd >= 0) {
+		/* under the lock: the fd is closed only after bk_filter_watch_wake(-1) */
+		uint64_t one = 1;
+		if (write(wake_fd, &one, sizeof(one)) < 0) {
+			/* EAGAIN: the counter is already non-zero, the reader wakes anyway */
+		}
+	}
 	struct bk_denial d;
 	char exec_id[sizeof(res->exec_id)], name[256] = "", ns[256] = "";
 	if (logit) {
@@ -1114,6 +1124,7 @@ static int watch(struct bk_engine *e, uint64_t cgid, struct bk_exec_result *res,
 			e->slots[i].res = res;
 			e->slots[i].pod = pod;
 			e->slots[i].pid = 0;
+			e->slots[i].wake_fd = -1;
 			e->live++;
 			pthread_mutex_unlock(&e->lock);
 			return 0;
@@ -1131,6 +1142,15 @@ void bk_filter_watch_pid(struct bk_engine *e, struct bk_exec_result *res, pid_t 
 	pthread_mutex_unlock(&e->lock);
 }
 
+void bk_filter_watch_wake(struct bk_engine *e, struct bk_exec_result *res, int efd)
+{
+	pthread_mutex_lock(&e->lock);
+	for (int i = 0; i < e->nslots; i++)
+		if (e->slots[i].res == res)
+			e->slots[i].wake_fd = efd;
+	pthread_mutex_unlock(&e->lock);
+}
+
 void bk_filter_unwatch(struct bk_engine *e, struct bk_exec_result *res)
 {
 	pthread_mutex_lock(&e->lock);
@@ -1139,6 +1159,7 @@ void bk_filter_unwatch(struct bk_engine *e, struct bk_exec_result *res)
 			e->slots[i].res = NULL;
 			e->slots[i].cgid = 0;
 			e->slots[i].pid = 0;
+			e->slots[i].wake_fd = -1;
 			e->live--;
 		}
 	pthread_mutex_unlock(&e->lock);

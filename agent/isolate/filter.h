@@ -137,5 +137,8 @@ void bk_filter_events_drain(struct bk_engine *e);
 /* The exec's first process (host pid), which names the exec in events
  * that cannot name their process. */
 void bk_filter_watch_pid(struct bk_engine *e, struct bk_exec_result *res, pid_t pid);
+/* An eventfd written (1) under the engine lock each time a denial is
+ * added to res (-1: none); a streamed exec waits on it. */
+void bk_filter_watch_wake(struct bk_engine *e, struct bk_exec_result *res, int efd);
 /* No more events for res (it is about to go). */
 void bk_filter_unwatch(struct bk_engine *e, struct bk_exec_result *res);

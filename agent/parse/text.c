@@ -183,3 +183,74 @@ size_t bk_utf8_chars_prefix(const char *s, size_t n, size_t chars, size_t *count
 		*count = c;
 	return i;
 }
+
+/* ---- streamed output ------------------------------------------------------------------------ */
+
+size_t bk_redact_safe_cut(const char *buf, size_t n, const char *const *secrets, size_t nsecrets)
+{
+	size_t L = 0;
+	for (size_t s = 0; s < nsecrets; s++) {
+		size_t sl = secrets[s] ? strlen(secrets[s]) : 0;
+		if (sl > L)
+			L = sl;
+	}
+	if (L == 0)
+		return n;
+	/* an occurrence that starts before c lies wholly in buf */
+	size_t c = n >= L - 1 ? n - (L - 1) : 0;
+	for (bool moved = true; moved && c > 0;) {
+		moved = false;
+		for (size_t s = 0; s < nsecrets && !moved; s++) {
+			size_t sl = secrets[s] ? strlen(secrets[s]) : 0;
+			if (sl == 0)
+				continue;
+			/* an occurrence at p < c that reaches c (or ends there: its
+			 * run could join the next one's) stays back whole */
+			for (size_t p = c >= sl ? c - sl : 0; p < c; p++)
+				if (p + sl <= n && memcmp(buf + p, secrets[s], sl) == 0) {
+					c = p;
+					moved = true;
+					break;
+				}
+		}
+	}
+	return c;
+}
+
+size_t bk_utf8_whole_prefix(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	for (size_t k = 1; k <= 3 && k <= n; k++) {
+		unsigned char c = u[n - k];
+		if ((c & 0xc0) == 0x80)
+			continue; /* a continuation byte: look further back */
+		size_t need = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+		if (need <= k)
+			return n; /* ASCII, an invalid byte, or a sequence with all its bytes */
+		/* incomplete: could the bytes still to come make it valid? */
+		unsigned char t[4];
+		memcpy(t, u + n - k, k);
+		for (int pad = 0; pad < 2; pad++) {
+			for (size_t i = k; i < need; i++)
+				t[i] = pad ? 0xbf : 0x80;
+			if (utf8_seq_len(t, need) == need)
+				return n - k;
+		}
+		return n;
+	}
+	return n;
+}
+
+size_t bk_utf8_run(const char *s, size_t n, bool *valid)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+	*valid = n > 0 && utf8_seq_len(u, n) > 0;
+	while (i < n) {
+		size_t l = utf8_seq_len(u + i, n - i);
+		if ((l > 0) != *valid)
+			break;
+		i += l ? l : 1;
+	}
+	return i;
+}

@@ -31,3 +31,18 @@ bool bk_utf8_valid(const char *s, size_t n);
  * (continuation bytes belong to their lead byte); *count, when set, gets
  * the characters counted (fewer than chars when s is shorter). */
 size_t bk_utf8_chars_prefix(const char *s, size_t n, size_t chars, size_t *count);
+
+/* Streamed output (a streamed /exec), in pieces as the command writes it.
+ * How much of buf[0..n) can be redacted and sent now: every occurrence of a
+ * secret that starts before the cut lies wholly before it (so the rest,
+ * kept back and completed by the next read, cannot hide a secret split
+ * between two reads), and no occurrence ends at the cut (its marker run
+ * could join the next one's). Redacting each piece cut here gives the
+ * same text as redacting the whole output at once. */
+size_t bk_redact_safe_cut(const char *buf, size_t n, const char *const *secrets, size_t nsecrets);
+/* n minus the bytes of an incomplete UTF-8 sequence that ends s[0..n) and
+ * that more bytes could still make valid (0 to 3 bytes kept back). */
+size_t bk_utf8_whole_prefix(const char *s, size_t n);
+/* The length of the first run of s[0..n): valid UTF-8 without NUL
+ * (*valid true), or bytes that are not (*valid false). 0 only for n 0. */
+size_t bk_utf8_run(const char *s, size_t n, bool *valid);

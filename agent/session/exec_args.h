@@ -7,6 +7,8 @@
 
 #include "lib/err.h"
 
+struct bk_exec_sink;
+
 #define BK_SECRETS_MAX 64
 #define BK_STDERR_CAP (256u * 1024u) /* the reference sidecar's stderr cap */
 
@@ -20,6 +22,8 @@ struct bk_exec_args {
 	const char *secret_values[BK_SECRETS_MAX];
 	size_t nsecrets;
 	int client_fd;      /* the requester's connection (-1: none): its hang-up kills the exec */
+	bool stream;        /* "stream": true (the API edge answers with events) */
+	const struct bk_exec_sink *sink; /* NULL, or where output goes as it arrives (isolate/exec.h) */
 };
 
 /* Why an exec did not run. code is stable (node_unsafe, unknown_profile,

@@ -319,7 +319,7 @@ int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct b
 		.out_cap = a->cfg.output_cap,
 		.err_cap = a->cfg.output_cap < BK_STDERR_CAP ? a->cfg.output_cap : BK_STDERR_CAP, .profile = prof, .client_fd = ea->client_fd,
 		.landlock = al.active, .landlock_paths = al.paths, .landlock_n = al.n,
-		.spawned = exec_spawned, .spawned_ud = &sc,
+		.spawned = exec_spawned, .spawned_ud = &sc, .sink = ea->sink,
 	};
 	count_pod(a, pod, -1, -1, +1, NULL);
 	int r = bk_exec_run(&a->engine, pod, &req, res);

@@ -71,7 +71,7 @@ _boxkitectl()
 			fi
 		elif [[ $cur == -* ]]; then
 			case $cmd in
-			exec) COMPREPLY=($(compgen -W "--timeout --json --" -- "$cur")) ;;
+			exec) COMPREPLY=($(compgen -W "--timeout --json --stream --" -- "$cur")) ;;
 			verify) COMPREPLY=($(compgen -W "--hold --json" -- "$cur")) ;;
 			esac
 		fi

@@ -20,13 +20,14 @@ SECRET_VALUE="ctrSecret$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' |
 mkdir -p "$SECDIR/granted" && chmod 755 "$SECDIR/granted"
 printf '%s' "$SECRET_VALUE" > "$SECDIR/granted/contract-key" && chmod 444 "$SECDIR/granted/contract-key"
 CNS=/run/netns/$(sb "$SB" client_netns)
+ctl receipt pubkey > "$T/receipt-pub.pem" # t-stream.py: the exit event's receipt
 
 # run_group SANDBOX SCRIPT [VAR=VALUE...]: one group of checks, as the manager of that sandbox
 run_group() {
 	local s=$1 t=$2; shift 2
 	echo "# $t ($s)"
 	out=$(env BK_URL="$(sb "$s" url)" BK_PIN="$(sb "$s" pin)" BK_TOKEN_FILE="$(sb "$s" token_file)" \
-		BK_SECRET_VALUE="$SECRET_VALUE" PYTHONPATH=tests/contract "$@" \
+		BK_SECRET_VALUE="$SECRET_VALUE" BK_RECEIPT_PUB="$T/receipt-pub.pem" PYTHONPATH=tests/contract "$@" \
 		timeout 300 nsenter --net="$CNS" python3 "$t" 2>&1)
 	rc=$?
 	printf '%s\n' "$out"

@@ -222,6 +222,14 @@ check "fault seccomp_readback: the command was killed (no process left)" test -z
 bk_stop_agent; bk_start_agent
 check "nothing left after the faults" test -z "$(exec_cgroups_left)"
 
+# --- boxkitectl exec --stream (issue 18): output as written, bytes exact, exit code ----------
+ctl exec ex1 --stream -- sh -c 'echo out1; echo err1 >&2; printf "\\377\\000x"; exit 3' >"$T/so" 2>"$T/se"; rc=$?
+check "exec --stream: stdout bytes exact, stderr apart, exit code relayed ($rc)" \
+	sh -c "test $rc = 3 && test \"\$(od -An -tx1 $T/so | tr -d ' \n')\" = 6f7574310aff0078 && test \"\$(cat $T/se)\" = err1"
+ctl exec ex1 --stream --json -- sh -c 'echo a; sleep 0.3; echo b' > "$T/sj"
+check "exec --stream --json: start, two stdout events, exit last" \
+	test "$(jq -r .type "$T/sj" | tr '\n' ' ')" = "start stdout stdout exit "
+
 # --- the kernel in every receipt (issue 20) --------------------------------------------
 bk_exec ex1 -- true
 check "receipt: isolation.kernel is this machine's release" test "$(j .isolation.kernel)" = "$(uname -r)"

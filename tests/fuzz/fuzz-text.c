@@ -21,6 +21,9 @@
  *    secret occurs in the result and, with tail_partial, the result ends
  *    with no proper prefix of a secret — for secrets that share no byte
  *    with "[REDACTED]" (for the others the marker itself can spell them).
+ *  - a streamed exec's output, the same input cut in pieces (check_stream):
+ *    redacted piece by piece it equals the whole redacted at once; its
+ *    UTF-8 cut gives back every byte and never splits a valid sequence.
  */
 #include "fuzz.h"
 #include "agent/parse/text.h"
@@ -189,11 +192,126 @@ static void check_redact(const uint8_t *data, size_t size)
 		free(sec[s]);
 }
 
+/* The next piece's length (1..16) for the streamed checks. */
+static size_t piece_len(uint32_t *seed)
+{
+	*seed = *seed * 1103515245u + 12345u;
+	return 1 + (*seed >> 16) % 16;
+}
+
+/* A streamed /exec's output (agent/api/op_exec.c): the text arrives in
+ * pieces; each time, what bk_redact_safe_cut allows is redacted and sent,
+ * the rest kept; at the end the rest goes. The result must be byte for
+ * byte the whole text redacted at once. Then the UTF-8 cut of the same
+ * pieces: an incomplete sequence kept back (bk_utf8_whole_prefix), the
+ * rest in runs (bk_utf8_run): every byte comes back in order, text runs
+ * are valid, and a text that is valid UTF-8 as a whole never yields an
+ * invalid run however it was split. Input layout as check_redact. */
+static void check_stream(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return;
+	unsigned ctl = data[0];
+	size_t ns = ctl & 7;
+	bool tail = ctl & 8;
+	size_t off = 1;
+	char *sec[8] = { 0 };
+	size_t k = 0;
+	for (size_t s = 0; s < ns && off < size; s++) {
+		size_t sl = data[off++] % 16;
+		if (sl > size - off)
+			sl = size - off;
+		sec[k++] = fuzz_strdup(data + off, sl);
+		off += sl;
+	}
+	const char *text = (const char *)data + off;
+	size_t n = size - off;
+	const char *const *cs = (const char *const *)sec;
+
+	char *whole = malloc(n ? n : 1);
+	if (n)
+		memcpy(whole, text, n);
+	size_t wl = n;
+	whole = bk_redact(whole, &wl, cs, k, tail);
+	CHECK(whole != NULL, "bk_redact returned NULL");
+
+	char *out = NULL, *carry = malloc(n + 1);
+	size_t ol = 0, cl = 0;
+	uint32_t seed = ctl;
+	for (size_t i = 0; i <= n;) {
+		bool last = i == n;
+		size_t pl = last ? 0 : piece_len(&seed);
+		if (pl > n - i)
+			pl = n - i;
+		memcpy(carry + cl, text + i, pl);
+		cl += pl;
+		i += pl;
+		size_t c = last ? cl : bk_redact_safe_cut(carry, cl, cs, k);
+		CHECK(c <= cl, "cut %zu past the %zu bytes kept", c, cl);
+		char *piece = malloc(c ? c : 1);
+		memcpy(piece, carry, c);
+		memmove(carry, carry + c, cl - c);
+		cl -= c;
+		size_t rl = c;
+		piece = bk_redact(piece, &rl, cs, k, last && tail);
+		CHECK(piece != NULL, "bk_redact returned NULL");
+		out = realloc(out, ol + rl + 1);
+		memcpy(out + ol, piece, rl);
+		ol += rl;
+		free(piece);
+		if (last)
+			break;
+	}
+	CHECK(ol == wl && (!ol || !memcmp(out, whole, ol)),
+	      "streamed redaction differs from the whole:\n  got  \"%.*s\"\n  want \"%.*s\"", (int)ol, out, (int)wl,
+	      whole);
+	free(out);
+	free(whole);
+
+	/* the UTF-8 cut of the same text, in pieces */
+	bool all_valid = bk_utf8_valid(text, n);
+	char *back = malloc(n + 1), *buf = malloc(n + 4);
+	size_t bl = 0, ul = 0;
+	seed = ctl;
+	for (size_t i = 0; i <= n;) {
+		bool last = i == n;
+		size_t pl = last ? 0 : piece_len(&seed);
+		if (pl > n - i)
+			pl = n - i;
+		memcpy(buf + ul, text + i, pl);
+		size_t al = ul + pl;
+		i += pl;
+		size_t w = last ? al : bk_utf8_whole_prefix(buf, al);
+		CHECK(w <= al && al - w <= 3, "kept back %zu bytes of %zu", al - w, al);
+		for (size_t j = 0; j < w;) {
+			bool v;
+			size_t r = bk_utf8_run(buf + j, w - j, &v);
+			CHECK(r > 0 && r <= w - j, "run of %zu bytes at %zu of %zu", r, j, w);
+			CHECK(!v || bk_utf8_valid(buf + j, r), "a text run that is not valid UTF-8");
+			CHECK(v || !all_valid, "an invalid run from a text that is valid UTF-8 as a whole");
+			memcpy(back + bl, buf + j, r);
+			bl += r;
+			j += r;
+		}
+		memmove(buf, buf + w, al - w);
+		ul = al - w;
+		if (last)
+			break;
+	}
+	CHECK(bl == n && (!n || !memcmp(back, text, n)), "the runs do not give back the text (%zu of %zu bytes)", bl, n);
+	free(back);
+	free(buf);
+	free(carry);
+	for (size_t s = 0; s < k; s++)
+		free(sec[s]);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size > 64 * 1024)
 		return 0;
 	check_sanitize(data, size);
 	check_redact(data, size);
+	check_stream(data, size);
 	return 0;
 }
