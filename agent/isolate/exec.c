@@ -406,11 +406,19 @@ static void teardown(struct exec_ctx *x)
 	if (x->req->spawned && !x->spawned_called)
 		x->req->spawned(x->req->spawned_ud);
 	uint64_t t = now_ns();
+	int kr = 0;
 	if (x->cg.v2[0]) {
-		int kr = bk_exec_cg_kill(&x->cg, 5000);
+		kr = bk_exec_cg_kill(&x->cg, 5000);
 		if (kr < 0)
 			log_errorf("exec_cleanup", "exec %s: processes survive in %s: %s", res->exec_id, x->cg.v2,
 				   strerror(-kr));
+	}
+	/* its child, if not reaped yet (a slot torn down unused, a setup that
+	 * failed): a zombie in the pod's pid namespace would hold the pod's
+	 * init in its exit (the kernel waits for every pid of the namespace) */
+	if (x->pidfd >= 0) {
+		siginfo_t si;
+		waitid(P_PIDFD, (id_t)x->pidfd, &si, WEXITED | (kr < 0 || !x->cg.v2[0] ? WNOHANG : 0));
 	}
 	bk_filter_events_drain(e);
 	if (x->watched)

@@ -154,9 +154,12 @@ static void make(struct bk_warm *wm, struct want *t)
 	wm->making = NULL;
 	bool keep = r == 0 && !wm->stop;
 	if (keep) {
+		/* at the tail: the oldest is taken first */
 		w->made_ns = now_ns();
-		w->next = wm->ready;
-		wm->ready = w;
+		struct bk_warm_slot **tail = &wm->ready;
+		while (*tail)
+			tail = &(*tail)->next;
+		*tail = w;
 		wm->st.ready++;
 		wm->st.made++;
 	} else if (r < 0) {
