@@ -42,7 +42,7 @@ before=$(slot_cgroups "$PUID" | xargs)
 # the next execs take them: complete receipts, each exec its own
 : > "$T/ids"
 for i in 1 2 3 4 5; do
-	bk_exec w1 -- 'ipcmk -M 4096 >/dev/null; tail -n +2 /proc/sysvipc/shm | wc -l; echo $$'
+	bk_exec w1 -- exec sh -c 'ipcmk -M 4096 >/dev/null; tail -n +2 /proc/sysvipc/shm | wc -l; echo $$'
 	echo "$(j .isolation.made) $(j .isolation.cgroup_id) $(j .isolation.netns_inode) $(j .exec_id) $(j .stdout | xargs)" >> "$T/ids"
 	[ "$i" = 1 ] && cp "$T/last.json" "$T/warm1.json"
 	for _ in $(seq 1 40); do [ "$(slots)" -ge 2 ] && break; sleep 0.05; done
