@@ -265,8 +265,10 @@ static int enter_pidns(struct child_args *a)
 	if (cmd_pid > 0) {
 		/* a warm slot's monitor was made at the agent's background
 		 * priority: it reaps the command at the ordinary one */
-		if (warm(a))
+		if (warm(a)) {
 			setpriority(PRIO_PROCESS, 0, 0);
+			prctl(PR_SET_NAME, "boxkite-slotmon", 0, 0, 0);
+		}
 		monitor(a, (pid_t)cmd_pid);
 	}
 	/* the command: a fresh process's signal state, not the agent thread's

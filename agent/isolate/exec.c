@@ -364,6 +364,7 @@ static void run_command(struct exec_ctx *x)
 			st.status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
 	}
 	res->exit_code = res->timed_out ? 124 : st.status;
+	uint64_t t_receipt = now_ns();
 	/* did the BPF layer hold until the end? (read back again): every
 	 * program still on the exec cgroup, and no socket of an ended exec
 	 * lost its programs meanwhile (a hole, bk_filter_reap: such a socket
@@ -384,6 +385,7 @@ static void run_command(struct exec_ctx *x)
 	res->cgroup_id = bk_cgroup_id(x->cg.v2, &id) == 0 ? id : 0;
 	if (x->e->filter)
 		bk_filter_readback(x->e->filter, &x->cfg->policy, &x->att, x->cg.id, res);
+	res->t_us[BK_PH_RECEIPT] = (uint32_t)((now_ns() - t_receipt) / 1000);
 	if (!res->out)
 		res->out = strdup("");
 	if (!res->err)
@@ -523,7 +525,11 @@ static void adopt(struct exec_ctx *x, struct bk_warm_slot *w, const struct bk_po
 static int park_slot(struct bk_engine *e, struct bk_warm_slot *w)
 {
 	struct exec_ctx *x = &w->x;
+	char id[sizeof(w->res.exec_id)];
+	memcpy(id, w->res.exec_id, sizeof(id)); /* given by warm.c */
 	exec_ctx_init(x, e, &w->pod, &w->req, &w->res);
+	if (id[0])
+		memcpy(w->res.exec_id, id, sizeof(id));
 	x->warm_prep = true;
 	int r = take_steps(x, park_steps, ARRAY_SIZE(park_steps));
 	if (r == 0)
@@ -566,7 +572,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 		setup_done(&x);
 		uint64_t t = now_ns();
 		run_command(&x);
-		res->t_us[BK_PH_RUN] = (uint32_t)((now_ns() - t) / 1000);
+		res->t_us[BK_PH_RUN] = (uint32_t)((now_ns() - t) / 1000) - res->t_us[BK_PH_RECEIPT];
 	}
 	teardown(&x);
 	return r;

@@ -139,6 +139,7 @@ enum bk_phase {
 	BK_PH_PRIVS,         /* stdio, rlimits, the privilege drop, cwd */
 	BK_PH_LANDLOCK,      /* the ruleset (agent) and restrict_self (child) */
 	BK_PH_REPORT,        /* the child's ready report written until the agent has it */
+	BK_PH_RECEIPT,       /* after the run: links, holes, caps, cgroup id, policy read back */
 	BK_PH_N
 };
 

@@ -737,12 +737,12 @@ static int add_local(struct bk_filter_att *att, const unsigned char *a16, uint32
 }
 
 /* The pod's own addresses (denied to an exec that shares its netns). */
-static int pod_addrs(struct exec_ctx *x)
+static int pod_addrs(struct exec_ctx *x, struct bk_filter_att *att)
 {
 	unsigned char a[BK_MAX_LOCALS][16];
 	int n = bk_netns_addrs_of(x->e->self_netns, x->pod->sandbox_pidfd, a, BK_MAX_LOCALS);
 	for (int i = 0; i < n; i++)
-		add_local(&x->att, a[i], BK_LOCAL_SELF);
+		add_local(att, a[i], BK_LOCAL_SELF);
 	return n < 0 ? n : 0;
 }
 
@@ -921,7 +921,7 @@ int bk_step_bpf(struct exec_ctx *x)
 		.profile = prof->id,
 	};
 	int r;
-	if (!x->fresh_netns && (r = pod_addrs(x)) < 0)
+	if (!x->fresh_netns && (r = pod_addrs(x, &x->att)) < 0)
 		return bk_fail(&x->err, r, NULL, "cannot read the pod's own addresses: %s", strerror(-r));
 	if (prof->dns && (r = pod_resolvers(x->pod, &x->att)) < 0)
 		return bk_fail(&x->err, r, NULL, "cannot read the pod's resolvers: %s", strerror(-r));
@@ -944,6 +944,22 @@ int bk_step_bpf(struct exec_ctx *x)
 
 int bk_step_bpf_take(struct exec_ctx *x)
 {
+	/* the slot's address entries were made from the pod's addresses and
+	 * resolvers of then: they must still be those of now (else the exec
+	 * is made on request, from what holds now) */
+	if (!x->fresh_netns || x->req->profile->dns) {
+		struct bk_filter_att now;
+		now.n_locals = 0;
+		int r = x->fresh_netns ? 0 : pod_addrs(x, &now);
+		if (r == 0 && x->req->profile->dns)
+			r = pod_resolvers(x->pod, &now);
+		if (r < 0 || now.n_locals != x->att.n_locals ||
+		    memcmp(now.locals, x->att.locals, sizeof(now.locals[0]) * (size_t)now.n_locals)) {
+			x->slot_gone = true;
+			return bk_fail(&x->err, r < 0 ? r : -ESTALE, NULL,
+				       "the warm slot's pod addresses or resolvers changed");
+		}
+	}
 	x->holes0 = bk_filter_holes(x->e->filter);
 	x->watched = watch(x->e, x->cg.id, x->res, x->pod) == 0;
 	return 0;

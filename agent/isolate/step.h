@@ -53,7 +53,8 @@ struct exec_ctx {
 	/* a warm slot (warm.h) */
 	bool warm_prep;            /* made ahead of its request (not watched, not spawned) */
 	bool warm;                 /* this exec took a slot */
-	bool slot_gone;            /* its child was gone before the command was given */
+	bool slot_gone;            /* unusable before the command was given: its child gone, or
+				    * what its policy entries were made from changed (nothing ran) */
 	int go_fd;                 /* park: the slot's go socket (the command goes here) */
 	int info_fd;               /* park: the child's report pipe */
 	pid_t park_pid;            /* park: the slot's child (host pid) */

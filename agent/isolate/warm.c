@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
@@ -31,6 +32,7 @@ struct bk_warm {
 	struct bk_warm_slot *ready;  /* made, waiting for a request */
 	struct want *wants;          /* to make, in order */
 	struct want *making;         /* being made now (counted for its pod) */
+	char making_id[24];          /* ... and its exec id */
 	struct bk_warm_stats st;
 };
 
@@ -128,6 +130,28 @@ void bk_warm_want(struct bk_engine *e, const struct bk_pod *pod, const struct bk
 		wake(wm);
 }
 
+bool bk_warm_has(struct bk_engine *e, const char *exec_id)
+{
+	struct bk_warm *wm = e->warm;
+	if (!wm || !exec_id[0])
+		return false;
+	bool found = false;
+	pthread_mutex_lock(&wm->lock);
+	found = streq(wm->making_id, exec_id);
+	for (struct bk_warm_slot *w = wm->ready; w && !found; w = w->next)
+		found = streq(w->res.exec_id, exec_id);
+	pthread_mutex_unlock(&wm->lock);
+	return found;
+}
+
+static void new_id(char *out, size_t len)
+{
+	uint8_t b[8];
+	if (getrandom(b, sizeof(b), 0) != sizeof(b))
+		memset(b, 0, sizeof(b));
+	snprintf(out, len, "%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]);
+}
+
 void bk_warm_stats(struct bk_engine *e, struct bk_warm_stats *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -145,6 +169,11 @@ static void make(struct bk_warm *wm, struct want *t)
 	struct bk_warm_slot *w = calloc(1, sizeof(*w));
 	int r = -ENOMEM;
 	if (w) {
+		/* its id known before its cgroup exists (bk_warm_has) */
+		new_id(w->res.exec_id, sizeof(w->res.exec_id));
+		pthread_mutex_lock(&wm->lock);
+		snprintf(wm->making_id, sizeof(wm->making_id), "%s", w->res.exec_id);
+		pthread_mutex_unlock(&wm->lock);
 		w->pod = t->pod;
 		t->pod.sandbox_pidfd = -1;
 		w->req = (struct bk_exec_req){ .command = "", .profile = t->profile, .client_fd = -1 };
@@ -152,6 +181,7 @@ static void make(struct bk_warm *wm, struct want *t)
 	}
 	pthread_mutex_lock(&wm->lock);
 	wm->making = NULL;
+	wm->making_id[0] = '\0';
 	bool keep = r == 0 && !wm->stop;
 	if (keep) {
 		/* at the tail: the oldest is taken first */

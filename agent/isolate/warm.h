@@ -20,6 +20,7 @@
  * dropped: its request makes the exec on the spot, whose failure names the
  * layer. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,10 @@ struct bk_warm_slot *bk_warm_take(struct bk_engine *e, const struct bk_pod *pod,
 
 /* Ask for this pod's slots to be made up to exec.warm_slots. */
 void bk_warm_want(struct bk_engine *e, const struct bk_pod *pod, const struct bk_exec_req *req);
+
+/* Is this exec id a slot's (waiting, or being made)? Its cgroup is named
+ * boxkite-exec-<id> like every exec's; it runs nothing yet. */
+bool bk_warm_has(struct bk_engine *e, const char *exec_id);
 
 struct bk_warm_stats {
 	unsigned ready;                                   /* slots waiting now */

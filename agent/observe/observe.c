@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/observe/observe.h"
+#include "agent/isolate/warm.h"
 #include "agent/parse/target.h"
 #include "agent/session/run.h"
 #include "lib/log.h"
@@ -276,6 +277,8 @@ static int read_execs(struct bk_agent *a, const struct bk_pod *p, struct bk_pod_
 	while ((de = readdir(d))) {
 		if (!startswith(de->d_name, "boxkite-exec-"))
 			continue;
+		if (bk_warm_has(&a->engine, de->d_name + strlen("boxkite-exec-")))
+			continue; /* a warm slot: nothing runs in it yet */
 		if (o->n_execs == cap) {
 			size_t nc = cap ? cap * 2 : 4;
 			struct bk_obs_exec *nx = realloc(o->execs, nc * sizeof(*nx));

@@ -176,7 +176,8 @@ static void audit(const struct bk_pod *pod, const struct bk_exec_result *res, in
 		   LI("clone", res->t_us[BK_PH_CLONE]), LI("v1_join", res->t_us[BK_PH_V1_JOIN]),                     \
 		   LI("container", res->t_us[BK_PH_CONTAINER]), LI("privs", res->t_us[BK_PH_PRIVS]),                 \
 		   LI("landlock", res->t_us[BK_PH_LANDLOCK]), LI("seccomp", res->t_us[BK_PH_SECCOMP]),               \
-		   LI("report", res->t_us[BK_PH_REPORT]), LI("seccomp_readback", res->t_us[BK_PH_SECCOMP_READ]))
+		   LI("report", res->t_us[BK_PH_REPORT]), LI("seccomp_readback", res->t_us[BK_PH_SECCOMP_READ]),             \
+		   LI("receipt", res->t_us[BK_PH_RECEIPT]))
 	if (r < 0) {
 		log_warn("exec", EXEC_HEAD, LS("outcome", "isolation_failed"), LS("layer", res->layer),
 			 LS("error", res->error));

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/session/session.h"
+#include "agent/isolate/warm.h"
 #include "agent/files/files.h"
 #include "lib/err.h"
 #include "lib/log.h"
@@ -241,6 +242,9 @@ static int kill_execs(struct bk_agent *a, const struct bk_pod *pod, char *err, s
 	struct dirent *de;
 	while ((de = readdir(d)) && n < KILL_MAX) {
 		if (!startswith(de->d_name, EXEC_CG_PREFIX) || strlen(de->d_name) >= sizeof(names[0]))
+			continue;
+		/* a warm slot ran nothing of any session: it stays */
+		if (bk_warm_has(&a->engine, de->d_name + strlen(EXEC_CG_PREFIX)))
 			continue;
 		_cleanup_close_ int cfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (cfd < 0)

@@ -57,13 +57,17 @@ slot_cgroups() { local d; for d in $(find $CG2 -path "*/kubepods/*${1:+pod$1/}bo
 # neither the agent's nor a parked slot's), empty if none yet
 live_exec_cg() { local d p c; for d in "$CG2"/kubepods/*/pod"$1"/boxkite-exec-* "$CG2"/kubepods/pod"$1"/boxkite-exec-*; do
 	[ -d "$d" ] || continue
-	for p in $(cat "$d/cgroup.procs" 2>/dev/null); do c=$(cat /proc/$p/comm 2>/dev/null); case $c in ''|boxkite-agent|boxkite-slot) ;; *) echo "$d"; return 0 ;; esac; done
+	for p in $(cat "$d/cgroup.procs" 2>/dev/null); do c=$(cat /proc/$p/comm 2>/dev/null); case $c in ''|boxkite-agent|boxkite-slot|boxkite-slotmon) ;; *) echo "$d"; return 0 ;; esac; done
 done; }
 
 # Link pins of ended execs: they stay until the kernel has released the
 # exec's cgroup (its last socket freed), then the agent's reaper (every
 # ~0.3 s) removes them — so a test that wants none left waits a little.
-exec_pins() { ls "$BPFFS" 2>/dev/null | grep '^exec-'; }
+# (a warm slot's pins are its own: not counted)
+exec_pins() {
+	local slots; slots=$(slot_cgroups | sed 's|.*/boxkite-exec-|exec-|')
+	ls "$BPFFS" 2>/dev/null | grep '^exec-' | grep -vxF -e "${slots:-/}"
+}
 # gone_within SECONDS COMMAND...: true once COMMAND fails (or prints
 # nothing), polled every 0.1 s
 gone_within() {
