@@ -35,6 +35,7 @@ for f in "$S"/admin-*pods.txt; do
 	b=$(basename "$f")
 	n=${b#admin-}
 	series+=("$b" "boxkite admin exec, spread over ${n%pods.txt} pods")
+	[ -s "$S/admin-1pod.txt" ] && series+=(admin-1pod.txt "boxkite admin exec, 1 pod alone, just before those")
 done
 if ! command -v gnuplot >/dev/null; then
 	plot_note="no plot: gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox)"
@@ -42,7 +43,7 @@ else
 	plots=()
 	# one colour and dash per series, the same in every report
 	styles=("lc rgb '#000000' lw 2" "lc rgb '#8c8c8c' lw 2" "lc rgb '#1f5fbf' lw 3" "lc rgb '#e07000' lw 3"
-		"lc rgb '#c01818' lw 2" "lc rgb '#7a2fb0' lw 2 dt 2")
+		"lc rgb '#c01818' lw 2" "lc rgb '#7a2fb0' lw 2 dt 2" "lc rgb '#7a2fb0' lw 2 dt 3")
 	xmin= xmax=
 	for ((i = 0; i < ${#series[@]}; i += 2)); do
 		f=$S/${series[i]}
@@ -67,7 +68,7 @@ else
 		[ -n "$fp50" ] && target="set arrow from $(echo "$fp50 * 1.5" | bc -l),graph 0 to $(echo "$fp50 * 1.5" | bc -l),graph 1 nohead dt 2 lc rgb 'gray40'
 set label 'target: 1.5x fork+exec p50' at $(echo "$fp50 * 1.5 * 1.05" | bc -l),graph 0.96 tc rgb 'gray30'"
 		if ! gnuplot 2>"$OUT/gnuplot.err" <<EOF; then
-set terminal pngcairo size 1200,800 font "sans,11"
+set terminal pngcairo size 1200,900 font "sans,11"
 set output "$PNG"
 set title "One exec of /bin/sh -c true: latency CDF (this run: $kernel, $cores cores, $(date -u +%F))"
 set xlabel "latency of one exec, ms (log scale)"
@@ -83,7 +84,7 @@ set xrange [$(echo "$xmin / 1.3" | bc -l):$(echo "$xmax * 1.3" | bc -l)]
 set yrange [0:1.0]
 set ytics 0.1
 set grid xtics mxtics ytics lc rgb "gray85"
-set key below vertical maxrows 3 width 2
+set key below vertical maxrows 7 width 2
 $target
 plot ${gp%, }
 EOF
