@@ -122,6 +122,14 @@ fi
 		echo "$plot_note"
 	fi
 	echo
+	if [ -s "$OUT/shim-rss.txt" ]; then
+		echo "## The shim's RSS, idle (after start-up and one health check), by mapping"
+		echo
+		echo '```'
+		cat "$OUT/shim-rss.txt"
+		echo '```'
+		echo
+	fi
 	echo "## Everything the run printed"
 	echo
 	echo '```'

@@ -18,14 +18,14 @@ CG2=$(findmnt -t cgroup2 -n -o TARGET | head -1)
 # the report (report.md, the CDF plot, the raw samples) goes to build/bench
 OUT=${BENCH_OUT:-$BK_BIN/bench}
 S=$OUT/samples
-rm -rf "$S" "$OUT/report.md" "$OUT/exec-cdf.png" "$OUT/terminal.txt"
+rm -rf "$S" "$OUT/report.md" "$OUT/exec-cdf.png" "$OUT/terminal.txt" "$OUT/shim-rss.txt"
 mkdir -p "$S"
 cleanup() {
 	set +e
 	# the density run's pods (listed before each is made), then the bench's own
 	[ -s "$D/density.names" ] && xargs -P4 -n1 "$BK_BIN/boxkitectl" sandbox delete <"$D/density.names" >/dev/null 2>&1
 	"$BK_BIN/boxkitectl" sandbox delete "$NAME" >/dev/null 2>&1
-	[ -n "$AGENT_PID" ] && kill -TERM "$AGENT_PID" && wait "$AGENT_PID"
+	[ -n "$AGENT_PID" ] && kill -TERM "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID"
 	[ -n "$KEEP_PINS" ] || rm -rf /sys/fs/bpf/boxkite
 	[ -n "$KEEP_CG" ] || rmdir "$CG2/boxkite-keepalive" 2>/dev/null
 	rm -rf "$D"
@@ -72,6 +72,19 @@ for _ in $(seq 1 50); do $MGR curl -sk --max-time 1 "$URL/health" | grep -q conn
 SHIMPID=$(runc state "$(jq -r .shim_container_id "$D/sb.json")" | jq .pid)
 SHIMRSS=$(awk '/^VmRSS/ {print $2}' "/proc/$SHIMPID/status")
 AGENTRSS=$(awk '/^VmRSS/ {print $2}' "/proc/$AGENT_PID/status")
+# where the shim's RSS is, for the report: the kernel's split, then per
+# mapped file (file-backed pages and anonymous ones: relocated data, heap)
+{
+	grep -E '^(VmRSS|RssAnon|RssFile|RssShmem|Threads)' "/proc/$SHIMPID/status"
+	grep -E '^(Rss|Pss|Pss_Anon|Pss_File):' "/proc/$SHIMPID/smaps_rollup"
+	echo
+	printf '%8s %8s %8s  %s
+' rss_kib file_kib anon_kib mapping
+	awk '/^[0-9a-f]+-[0-9a-f]+ / { n = $6 == "" ? "[anon]" : $6; sub(".*/", "", n) }
+		/^Rss:/ { r = $2 } /^Anonymous:/ { a[n] += $2; f[n] += r - $2 }
+		END { for (k in a) if (a[k] + f[k] > 0) printf "%8d %8d %8d  %s\n", a[k] + f[k], f[k], a[k], k }' \
+		"/proc/$SHIMPID/smaps" | sort -rn
+} >"$OUT/shim-rss.txt"
 $MGR "$L" "$URL" "$PIN" "$TOK" 50 1 >/dev/null
 https=$($MGR "$L" "$URL" "$PIN" "$TOK" "$N" 1 true "$S/https.txt")
 boxk_again=$("$B" exec "$D/admin.sock" "$NAME" "$N" 1)
