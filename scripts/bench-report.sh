@@ -90,6 +90,7 @@ plot ${gp%, }
 EOF
 			plot_note="no plot: gnuplot failed: $(head -c 300 "$OUT/gnuplot.err")"
 		fi
+		[ -s "$OUT/gnuplot.err" ] || rm -f "$OUT/gnuplot.err"
 	fi
 fi
 
