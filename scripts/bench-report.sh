@@ -66,7 +66,7 @@ else
 		[ -s "$S/fork.txt.cdf" ] && fp50=$(awk -v k=$((($(wc -l <"$S/fork.txt") + 1) / 2)) 'NR == k { print $1 }' "$S/fork.txt.cdf")
 		target=
 		[ -n "$fp50" ] && target="set arrow from $(echo "$fp50 * 1.5" | bc -l),graph 0 to $(echo "$fp50 * 1.5" | bc -l),graph 1 nohead dt 2 lc rgb 'gray40'
-set label 'target: 1.5x fork+exec p50' at $(echo "$fp50 * 1.5 * 1.05" | bc -l),graph 0.96 tc rgb 'gray30'"
+set label 'target: 1.5x fork+exec p50' at $(echo "$fp50 * 1.5 * 1.05" | bc -l),graph 0.88 tc rgb 'gray30'"
 		if ! gnuplot 2>"$OUT/gnuplot.err" <<EOF; then
 set terminal pngcairo size 1200,900 font "sans,11"
 set output "$PNG"
