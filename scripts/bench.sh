@@ -15,16 +15,36 @@ AGENT_PID=
 CG2=$(findmnt -t cgroup2 -n -o TARGET | head -1)
 [ -e /sys/fs/bpf/boxkite ] && KEEP_PINS=1 || KEEP_PINS=
 [ -e "$CG2/boxkite-keepalive" ] && KEEP_CG=1 || KEEP_CG=
+# the report (report.md, the CDF plot, the raw samples) goes to build/bench
+OUT=${BENCH_OUT:-$BK_BIN/bench}
+S=$OUT/samples
+rm -rf "$S" "$OUT/report.md" "$OUT/exec-cdf.png" "$OUT/terminal.txt" "$OUT/shim-rss.txt"
+mkdir -p "$S"
 cleanup() {
 	set +e
+	# the density run's pods (listed before each is made), then the bench's own
+	[ -s "$D/density.names" ] && xargs -P4 -n1 "$BK_BIN/boxkitectl" sandbox delete <"$D/density.names" >/dev/null 2>&1
 	"$BK_BIN/boxkitectl" sandbox delete "$NAME" >/dev/null 2>&1
-	[ -n "$AGENT_PID" ] && kill -TERM "$AGENT_PID" && wait "$AGENT_PID"
+	[ -n "$AGENT_PID" ] && kill -TERM "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID"
 	[ -n "$KEEP_PINS" ] || rm -rf /sys/fs/bpf/boxkite
 	[ -n "$KEEP_CG" ] || rmdir "$CG2/boxkite-keepalive" 2>/dev/null
 	rm -rf "$D"
 }
-trap cleanup EXIT
-[ -n "${BENCH_KEEP_LOG:-}" ] && trap 'cp "$D/agent.log" "$BENCH_KEEP_LOG"; cleanup' EXIT
+# everything printed from here on is also kept for the report, written at
+# exit (also a failed or interrupted run's, marked as such), then cleanup
+exec 3>&1 > >(tee "$OUT/terminal.txt")
+TEE_PID=$!
+on_exit() {
+	local rc=$?
+	set +e
+	[ -n "${BENCH_KEEP_LOG:-}" ] && cp "$D/agent.log" "$BENCH_KEEP_LOG"
+	exec >&3
+	wait "$TEE_PID" 2>/dev/null
+	"$(dirname "$0")/bench-report.sh" "$OUT" "$rc" "$D/agent.log"
+	cleanup
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
 "$BK_BIN/boxkite-agent" --socket "$D/pods/agent.sock" --admin-socket "$D/admin.sock" --state-dir "$D/state" --metrics 127.0.0.1:0 > "$D/agent.log" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 100); do [ -S "$D/admin.sock" ] && break; sleep 0.05; done
@@ -36,11 +56,12 @@ B=$BK_BIN/tests/bk-bench
 "$B" exec "$D/admin.sock" "$NAME" 50 1 >/dev/null
 "$B" spawn 50 /bin/sh -c true >/dev/null
 
-fork=$("$B" spawn "$N" /bin/sh -c true)
-unsh=$("$B" spawn "$N" unshare -n /bin/sh -c true)
-boxk=$("$B" exec "$D/admin.sock" "$NAME" "$N" 1)
+# every exec's latency is kept (BK_BENCH_SAMPLES, bk-load's last argument) for the plot
+fork=$(BK_BENCH_SAMPLES=$S/fork.txt "$B" spawn "$N" /bin/sh -c true)
+unsh=$(BK_BENCH_SAMPLES=$S/unshare.txt "$B" spawn "$N" unshare -n /bin/sh -c true)
+boxk=$(BK_BENCH_SAMPLES=$S/admin.txt "$B" exec "$D/admin.sock" "$NAME" "$N" 1)
 boxk2=$("$B" exec "$D/admin.sock" "$NAME" "$N" 2)
-runce=$("$B" spawn "$NRUNC" runc exec "$SID" /bin/sh -c true)
+runce=$(BK_BENCH_SAMPLES=$S/runc.txt "$B" spawn "$NRUNC" runc exec "$SID" /bin/sh -c true)
 
 # --- through the shim: HTTPS with the pinned key, keep-alive ------------------------
 URL=$(jq -r .url "$D/sb.json"); PIN=$(jq -r .pin "$D/sb.json"); TOK=$(jq -r .token_file "$D/sb.json")
@@ -50,8 +71,22 @@ for _ in $(seq 1 50); do $MGR curl -sk --max-time 1 "$URL/health" | grep -q conn
 # idle: after start-up and one health check, before any load
 SHIMPID=$(runc state "$(jq -r .shim_container_id "$D/sb.json")" | jq .pid)
 SHIMRSS=$(awk '/^VmRSS/ {print $2}' "/proc/$SHIMPID/status")
+AGENTRSS=$(awk '/^VmRSS/ {print $2}' "/proc/$AGENT_PID/status")
+# where the shim's RSS is, for the report: the kernel's split, then per
+# mapped file (file-backed pages and anonymous ones: relocated data, heap)
+{
+	grep -E '^(VmRSS|RssAnon|RssFile|RssShmem|Threads)' "/proc/$SHIMPID/status"
+	grep -E '^(Rss|Pss|Pss_Anon|Pss_File):' "/proc/$SHIMPID/smaps_rollup"
+	echo
+	printf '%8s %8s %8s  %s
+' rss_kib file_kib anon_kib mapping
+	awk '/^[0-9a-f]+-[0-9a-f]+ / { n = $6 == "" ? "[anon]" : $6; sub(".*/", "", n) }
+		/^Rss:/ { r = $2 } /^Anonymous:/ { a[n] += $2; f[n] += r - $2 }
+		END { for (k in a) if (a[k] + f[k] > 0) printf "%8d %8d %8d  %s\n", a[k] + f[k], f[k], a[k], k }' \
+		"/proc/$SHIMPID/smaps" | sort -rn
+} >"$OUT/shim-rss.txt"
 $MGR "$L" "$URL" "$PIN" "$TOK" 50 1 >/dev/null
-https=$($MGR "$L" "$URL" "$PIN" "$TOK" "$N" 1)
+https=$($MGR "$L" "$URL" "$PIN" "$TOK" "$N" 1 true "$S/https.txt")
 boxk_again=$("$B" exec "$D/admin.sock" "$NAME" "$N" 1)
 "$BK_BIN/boxkitectl" --admin-socket "$D/admin.sock" exec "$NAME" -- sh -c 'head -c 102400 /dev/zero | tr "\\0" a > /workspace/view100k.txt' >/dev/null
 view=$(BK_LOAD_ROUTE=/view BK_LOAD_BODY='{"path":"view100k.txt"}' $MGR "$L" "$URL" "$PIN" "$TOK" 300 1)
@@ -112,6 +147,57 @@ printf 'seccomp receipt read, p50     = %5.3f ms  (the agent reads /proc/<pid>/s
 ov=$(echo "($(p50 "$https") - $(p50 "$boxk_again")) / 1000" | bc -l)
 printf 'shim overhead, p50            = %5.2f ms  (target <= 0.5 ms: %s)\n' "$ov" "$(verdict "$ov <= 0.5")"
 printf 'shim RSS, idle                = %5d KiB (target <= 8192 KiB: %s)\n' "$SHIMRSS" "$(verdict "$SHIMRSS <= 8192")"
+printf 'agent RSS, idle               = %5d KiB (after start-up, one sandbox and its shim'"'"'s health check; reported)\n' "$AGENTRSS"
+
+# --- density: many local sandbox pods on one node, execs spread over them ------------------
+# Every pod is a full local sandbox (sandbox container + shim: boxkitectl
+# sandbox create always starts the shim, and the agent serves the pod the
+# same way with or without its traffic). The 1-pod figure is this run's
+# pod alone on the node, measured just before the others are made (the
+# main table's is minutes older). BENCH_DENSITY=0 skips it.
+DPODS=${BENCH_DENSITY_PODS:-100}
+DN=${BENCH_DENSITY_N:-1000}
+echo
+if [ "${BENCH_DENSITY:-1}" = 0 ]; then
+	echo "density, $DPODS pods               : skipped (BENCH_DENSITY=0)"
+else
+	# the 1-pod figure: this run's pod alone on the node, just before the others are made
+	one=$(BK_BENCH_SAMPLES=$S/admin-1pod.txt "$B" exec "$D/admin.sock" "$NAME" "$DN" 1)
+	: >"$D/density.names"
+	for i in $(seq 1 "$DPODS"); do echo "bd$$-$i" >>"$D/density.names"; done
+	# created 4 at a time (their runc and ip commands overlap; each create
+	# holds the local sandbox lock only while it makes its pod)
+	dfail=0
+	xargs -P4 -I{} sh -c '"$1" sandbox create "$2" --agent-socket "$3" --shim-bin "$4" >/dev/null 2>"$5/create-$2.err" || echo "$2" >>"$5/create.failed"' \
+		sh "$BK_BIN/boxkitectl" {} "$D/pods/agent.sock" "$BK_BIN/boxkite-shim" "$D" <"$D/density.names" || dfail=1
+	if [ -s "$D/create.failed" ] || [ "$dfail" = 1 ]; then
+		f=$(head -1 "$D/create.failed" 2>/dev/null)
+		echo "density, $DPODS pods               : MISSED: could not create every pod (first failure: ${f:-?}: $(head -c 300 "$D/create-$f.err" 2>/dev/null))"
+	else
+		pods=$(paste -sd, "$D/density.names")
+		# one unmeasured exec in each pod first, as the 1-pod figure is warm too
+		"$B" exec "$D/admin.sock" "$pods" "$DPODS" 1 >/dev/null
+		many=$(BK_BENCH_SAMPLES=$S/admin-${DPODS}pods.txt "$B" exec "$D/admin.sock" "$pods" "$DN" 1)
+		# and the one pod again with the others live (where a miss comes from: the number of pods, or moving between them)
+		live=$("$B" exec "$D/admin.sock" "$NAME" "$DN" 1)
+		arss=$(awk '/^VmRSS/ {print $2}' "/proc/$AGENT_PID/status")
+		ahwm=$(awk '/^VmHWM/ {print $2}' "/proc/$AGENT_PID/status")
+		afds=$(find "/proc/$AGENT_PID/fd" -mindepth 1 -maxdepth 1 | wc -l)
+		athr=$(awk '/^Threads/ {print $2}' "/proc/$AGENT_PID/status")
+		# the pods that exist now, and every exec answered (errors=0): none lost on the way
+		npods=$("$BK_BIN/boxkitectl" sandbox list | grep -c "^bd$$-" || true)
+		derr=$(jq .errors <<<"$many")
+		printf '%-44s %6s %10s %10s %9s\n' "exec of /bin/sh -c true, density" n p50_us p99_us per_sec
+		row "admin exec, 1 pod alone (just before)" "$one"
+		row "admin exec, spread over $DPODS pods" "$many"
+		row "admin exec, 1 pod, $DPODS others live" "$live"
+		dr=$(echo "$(p50 "$many") / $(p50 "$one")" | bc -l)
+		printf 'density, %3d pods: p50 / 1-pod = %5.2fx   (p99 %.1f us, 1 pod %.1f us; target <= 1.2x: %s)\n' \
+			"$npods" "$dr" "$(jq .p99_us <<<"$many")" "$(jq .p99_us <<<"$one")" "$(verdict "$dr <= 1.2 && $npods == $DPODS && $derr == 0")"
+		printf 'agent RSS, %3d pods live      = %5d KiB (peak %d KiB; %d threads, %d fds; target <= 32768 KiB: %s)\n' \
+			"$npods" "$arss" "$ahwm" "$athr" "$afds" "$(verdict "$arss <= 32768 && $npods == $DPODS")"
+	fi
+fi
 
 # --- issue 18: streamed /exec (scripts/bench-stream.py), through the shim over HTTPS,
 # alternated with the plain /exec in the same loop: time to the first stdout byte of

@@ -19,6 +19,8 @@ PKGS=(
   # the ops lane (tests/ops/): promtool for the alert rules, scdoc for the
   # man pages, man-db to read them
   prometheus scdoc man-db
+  # make bench's latency CDF plot (build/bench/exec-cdf.png)
+  gnuplot-nox
 )
 
 missing=()

@@ -330,7 +330,14 @@ static int find_cb(const struct bk_container_info *ci, void *ud)
 	return 0;
 }
 
-#define CACHE_N 64
+/* Which container answered a lookup, by key (a pod's uid, or the name an
+ * admin asked for): one entry per pod and per name in use, so room for
+ * more than a node runs (a density run spreads execs over 100 pods, each
+ * looked up by uid and by name; a cache smaller than that misses on every
+ * lookup and scans every container each time). The hashes are scanned,
+ * the keys compared only on a hash match. */
+#define CACHE_N 1024
+static uint64_t cache_h[CACHE_N]; /* 0: empty */
 static struct {
 	char key[600];
 	char id[BK_ID_MAX + 1];
@@ -338,6 +345,14 @@ static struct {
 } cache[CACHE_N];
 static unsigned cache_next;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t cache_hash(const char *key)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+		h = (h ^ *p) * 1099511628211ull;
+	return h ? h : 1;
+}
 
 /* The runtime roots as they are now: a container made or removed since
  * (a new directory there) changes the stamp. */
@@ -356,28 +371,35 @@ static uint64_t runtime_stamp(const struct bk_config *c)
 	return h;
 }
 
+/* The slot holding key, or -1; under cache_lock. */
+static int cache_find(const char *key, uint64_t h)
+{
+	for (int i = 0; i < CACHE_N; i++)
+		if (cache_h[i] == h && streq(cache[i].key, key))
+			return i;
+	return -1;
+}
+
 static bool cache_get(const char *key, uint64_t stamp, char *id)
 {
-	bool hit = false;
+	uint64_t h = cache_hash(key);
 	pthread_mutex_lock(&cache_lock);
-	for (int i = 0; i < CACHE_N && !hit; i++)
-		if (cache[i].key[0] && streq(cache[i].key, key) && cache[i].stamp == stamp) {
-			strcpy(id, cache[i].id);
-			hit = true;
-		}
+	int i = cache_find(key, h);
+	bool hit = i >= 0 && cache[i].stamp == stamp;
+	if (hit)
+		strcpy(id, cache[i].id);
 	pthread_mutex_unlock(&cache_lock);
 	return hit;
 }
 
 static void cache_put(const char *key, uint64_t stamp, const char *id)
 {
+	uint64_t h = cache_hash(key);
 	pthread_mutex_lock(&cache_lock);
-	int slot = -1;
-	for (int i = 0; i < CACHE_N; i++)
-		if (streq(cache[i].key, key))
-			slot = i;
+	int slot = cache_find(key, h);
 	if (slot < 0)
 		slot = (int)(cache_next++ % CACHE_N);
+	cache_h[slot] = h;
 	snprintf(cache[slot].key, sizeof(cache[slot].key), "%s", key);
 	snprintf(cache[slot].id, sizeof(cache[slot].id), "%s", id);
 	cache[slot].stamp = stamp;

@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Latency/throughput measurements for `make bench`.
- *   bk-bench exec ADMIN_SOCK SANDBOX N CONC   exec of "true" over the admin socket
+ *   bk-bench exec ADMIN_SOCK SANDBOX[,SANDBOX...] N CONC
+ *                                             exec of "true" over the admin socket; with
+ *                                             several sandboxes, the execs go round-robin
+ *                                             over them (the density run)
  *   bk-bench spawn N CMD [ARG...]             fork+exec+wait of CMD
- * Prints one JSON object: n, errors, p50_us, p99_us, mean_us, per_sec. */
+ * Prints one JSON object: n, errors, p50_us, p99_us, mean_us, per_sec.
+ * With BK_BENCH_SAMPLES=FILE, every latency in microseconds, one a line, in
+ * the order measured (the plot's raw samples). */
 #include <pthread.h>
 #include <sys/wait.h>
 
@@ -17,6 +22,20 @@ static int cmp_u64(const void *a, const void *b)
 
 static void report(uint64_t *lat, int n, int errors, uint64_t wall_ns)
 {
+	const char *sf = getenv("BK_BENCH_SAMPLES");
+	if (sf && sf[0]) {
+		FILE *f = fopen(sf, "w");
+		if (!f) {
+			fprintf(stderr, "bk-bench: cannot write %s: %s\n", sf, strerror(errno));
+			exit(1);
+		}
+		for (int i = 0; i < n; i++)
+			fprintf(f, "%.1f\n", lat[i] / 1e3);
+		if (fclose(f) != 0) {
+			fprintf(stderr, "bk-bench: cannot write %s\n", sf);
+			exit(1);
+		}
+	}
 	qsort(lat, (size_t)n, sizeof(*lat), cmp_u64);
 	double sum = 0;
 	for (int i = 0; i < n; i++)
@@ -28,7 +47,9 @@ static void report(uint64_t *lat, int n, int errors, uint64_t wall_ns)
 }
 
 struct worker {
-	const char *sock, *sandbox;
+	const char *sock;
+	char **sandboxes; /* round-robin, from first */
+	int n_sandboxes, first;
 	int n;
 	uint64_t *lat;
 	int errors;
@@ -43,7 +64,6 @@ static void *exec_worker(void *arg)
 		return NULL;
 	}
 	char req[512];
-	snprintf(req, sizeof(req), "{\"op\":\"exec\",\"args\":{\"sandbox\":\"%s\",\"command\":\"true\"}}", w->sandbox);
 	/* BK_BENCH_GAP_US: a pause between requests (a paced client: the
 	 * agent idle between execs, as with an AI agent thinking) */
 	const char *g = getenv("BK_BENCH_GAP_US");
@@ -51,6 +71,8 @@ static void *exec_worker(void *arg)
 	for (int i = 0; i < w->n; i++) {
 		if (gap && i)
 			usleep(gap);
+		snprintf(req, sizeof(req), "{\"op\":\"exec\",\"args\":{\"sandbox\":\"%s\",\"command\":\"true\"}}",
+			 w->sandboxes[(w->first + i) % w->n_sandboxes]);
 		uint64_t t0 = now_ns();
 		char *resp = NULL;
 		int r = bk_call(fd, req, strlen(req), &resp, NULL);
@@ -73,12 +95,19 @@ int main(int argc, char **argv)
 		int n = atoi(argv[4]), conc = atoi(argv[5]);
 		if (n <= 0 || conc <= 0 || conc > 64)
 			return 2;
+		char *names[256];
+		int nn = 0;
+		for (char *sv = NULL, *t = strtok_r(argv[3], ",", &sv); t && nn < 256; t = strtok_r(NULL, ",", &sv))
+			names[nn++] = t;
+		if (nn == 0)
+			return 2;
 		uint64_t *lat = calloc((size_t)n, sizeof(*lat));
 		struct worker w[64];
 		pthread_t th[64];
 		uint64_t t0 = now_ns();
 		for (int i = 0; i < conc; i++) {
-			w[i] = (struct worker){ .sock = argv[2], .sandbox = argv[3], .n = n / conc, .lat = lat + i * (n / conc) };
+			w[i] = (struct worker){ .sock = argv[2], .sandboxes = names, .n_sandboxes = nn, .first = i * (n / conc),
+						.n = n / conc, .lat = lat + i * (n / conc) };
 			pthread_create(&th[i], NULL, exec_worker, &w[i]);
 		}
 		int errors = 0;
@@ -113,6 +142,6 @@ int main(int argc, char **argv)
 		free(lat);
 		return 0;
 	}
-	fprintf(stderr, "usage: bk-bench exec SOCK SANDBOX N CONC | spawn N CMD [ARG...]\n");
+	fprintf(stderr, "usage: bk-bench exec SOCK SANDBOX[,SANDBOX...] N CONC | spawn N CMD [ARG...]\n");
 	return 2;
 }
