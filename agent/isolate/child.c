@@ -96,6 +96,8 @@ struct child_args {
 	char *const *argv;
 	char *const *envp;
 	char *argv_buf[4];        /* a warm slot's argv (wait_go) */
+	size_t step;              /* the step running (run_steps) */
+	uint64_t step_t0;         /* ... since */
 	struct child_msg ready;   /* the "ready" report, filled as the steps go */
 	const char *what;         /* the failing step's sentence */
 };
@@ -253,24 +255,12 @@ static int enter_container(struct child_args *a)
  * when it exits the kernel kills whatever it left behind, and orphans never
  * land on the container's own init (which may not reap them). This process
  * stays as its parent (the monitor) and reports its exit. */
-static int enter_pidns(struct child_args *a)
+static _Noreturn void run_steps(struct child_args *a, size_t from);
+
+/* The command's first instructions, on its own stack (enter_pidns). */
+static int command_entry(void *arg)
 {
-	sigset_t read_done;
-	sigemptyset(&read_done);
-	sigaddset(&read_done, BK_READ_SIGNAL);
-	sigprocmask(SIG_BLOCK, &read_done, NULL);
-	long cmd_pid = syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, NULL, NULL, 0);
-	if (cmd_pid < 0)
-		return failed(a, "cannot create the exec pid namespace", errno);
-	if (cmd_pid > 0) {
-		/* a warm slot's monitor was made at the agent's background
-		 * priority: it reaps the command at the ordinary one */
-		if (warm(a)) {
-			setpriority(PRIO_PROCESS, 0, 0);
-			prctl(PR_SET_NAME, "boxkite-slotmon", 0, 0, 0);
-		}
-		monitor(a, (pid_t)cmd_pid);
-	}
+	struct child_args *a = arg;
 	/* the command: a fresh process's signal state, not the agent thread's
 	 * (which blocks SIGTERM/SIGINT for its signalfd and ignores SIGPIPE) */
 	sigset_t none;
@@ -278,7 +268,34 @@ static int enter_pidns(struct child_args *a)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	sigaction(SIGPIPE, &dfl, NULL);
-	return 0;
+	run_steps(a, a->step + 1);
+}
+
+/* The command is born sharing this process's memory (CLONE_VM, as
+ * posix_spawn does), and this one waits (CLONE_VFORK) until it has called
+ * execve or ended: no copy of the agent's memory is made for it, and its
+ * execve has none to tear down. It takes the remaining steps on a stack of
+ * its own; this process then becomes its monitor. */
+static int enter_pidns(struct child_args *a)
+{
+	sigset_t read_done;
+	sigemptyset(&read_done);
+	sigaddset(&read_done, BK_READ_SIGNAL);
+	sigprocmask(SIG_BLOCK, &read_done, NULL);
+	const size_t stack_size = 1u << 20;
+	char *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		return failed(a, "cannot map the command's stack", errno);
+	if (warm(a))
+		prctl(PR_SET_NAME, "boxkite-slotmon", 0, 0, 0);
+	int cmd_pid = clone(command_entry, stack + stack_size, CLONE_VM | CLONE_VFORK | CLONE_NEWPID | SIGCHLD, a);
+	if (cmd_pid < 0)
+		return failed(a, "cannot create the exec pid namespace", errno);
+	/* a warm slot's monitor was made at the agent's background priority:
+	 * it reaps the command at the ordinary one */
+	if (warm(a))
+		setpriority(PRIO_PROCESS, 0, 0);
+	monitor(a, (pid_t)cmd_pid);
 }
 
 /* The container's masks on the exec's /proc, as the runtime applied them
@@ -543,17 +560,21 @@ static const struct child_step {
 	{ "exec",      .run = exec_shell,        .phase = BK_PH_REPORT },
 };
 
-static _Noreturn void child_main(struct child_args *a)
+/* The steps from `from` on. The step that makes the command
+ * (enter_pidns) does not return there: the command goes on from the step
+ * after it (command_entry), its time counted from a->step_t0. */
+static _Noreturn void run_steps(struct child_args *a, size_t from)
 {
-	a->ready.kind = 1;
-	a->ready.t_start = mono_ns();
-	for (size_t i = 0; i < ARRAY_SIZE(child_steps); i++) {
+	if (from > 0 && a->step_t0)
+		a->ready.t_ns[child_steps[from - 1].phase] += (uint32_t)(mono_ns() - a->step_t0);
+	for (size_t i = from; i < ARRAY_SIZE(child_steps); i++) {
 		const struct child_step *s = &child_steps[i];
 		if (s->when && !s->when(a))
 			continue;
 		if (bk_fault_hit(&s->fault, a->fault))
 			child_fail(a, s->layer, s->fault.msg, s->fault.err);
-		uint64_t t = mono_ns();
+		a->step = i;
+		uint64_t t = a->step_t0 = mono_ns();
 		int r = s->run(a);
 		if (s->phase >= 0)
 			a->ready.t_ns[s->phase] += (uint32_t)(mono_ns() - t);
@@ -561,6 +582,13 @@ static _Noreturn void child_main(struct child_args *a)
 			child_fail(a, s->layer, a->what, -r);
 	}
 	_exit(127); /* not reached: exec_shell returns only on failure */
+}
+
+static _Noreturn void child_main(struct child_args *a)
+{
+	a->ready.kind = 1;
+	a->ready.t_start = mono_ns();
+	run_steps(a, 0);
 }
 
 /* ---- the agent's side -------------------------------------------------------- */
