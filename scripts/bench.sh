@@ -9,6 +9,7 @@ NRUNC=${BENCH_RUNC_N:-200}
 D=$(mktemp -d /run/boxkite-bench-XXXXXX); chmod 755 "$D"
 NAME=bench-$$
 AGENT_PID=
+COLD_PID=
 # the agent runs with the node's default pins and keepalive cgroup (what
 # users run); an agent keeps both for the next one to recover from: the
 # bench removes them again unless they were there before it
@@ -26,6 +27,8 @@ cleanup() {
 	[ -s "$D/density.names" ] && xargs -P4 -n1 "$BK_BIN/boxkitectl" sandbox delete <"$D/density.names" >/dev/null 2>&1
 	"$BK_BIN/boxkitectl" sandbox delete "$NAME" >/dev/null 2>&1
 	[ -n "$AGENT_PID" ] && kill -TERM "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID"
+	[ -n "$COLD_PID" ] && kill -TERM "$COLD_PID" 2>/dev/null && wait "$COLD_PID"
+	rm -rf /sys/fs/bpf/boxkite-bench-cold; rmdir "$CG2/boxkite-bench-cold-keepalive" 2>/dev/null
 	[ -n "$KEEP_PINS" ] || rm -rf /sys/fs/bpf/boxkite
 	[ -n "$KEEP_CG" ] || rmdir "$CG2/boxkite-keepalive" 2>/dev/null
 	rm -rf "$D"
@@ -62,6 +65,18 @@ unsh=$(BK_BENCH_SAMPLES=$S/unshare.txt "$B" spawn "$N" unshare -n /bin/sh -c tru
 boxk=$(BK_BENCH_SAMPLES=$S/admin.txt "$B" exec "$D/admin.sock" "$NAME" "$N" 1)
 boxk2=$("$B" exec "$D/admin.sock" "$NAME" "$N" 2)
 runce=$(BK_BENCH_SAMPLES=$S/runc.txt "$B" spawn "$NRUNC" runc exec "$SID" /bin/sh -c true)
+# the same execs made on request (exec.warm_slots 0): a second agent, its own
+# pins and sockets, on the same pod, in the same minute — what warm slots
+# take off an exec
+echo '{"exec":{"warm_slots":0}}' > "$D/cold.json"
+"$BK_BIN/boxkite-agent" --config "$D/cold.json" --socket "$D/cold.sock" --admin-socket "$D/cold-admin.sock" \
+	--state-dir "$D/cold-state" --bpffs /sys/fs/bpf/boxkite-bench-cold --metrics 127.0.0.1:0 > "$D/cold.log" 2>&1 &
+COLD_PID=$!
+for _ in $(seq 1 100); do [ -S "$D/cold-admin.sock" ] && break; sleep 0.05; done
+"$B" exec "$D/cold-admin.sock" "$NAME" 50 1 >/dev/null
+boxk_cold=$(BK_BENCH_SAMPLES=$S/admin-cold.txt "$B" exec "$D/cold-admin.sock" "$NAME" "$N" 1)
+boxk_warm=$("$B" exec "$D/admin.sock" "$NAME" "$N" 1)
+kill -TERM "$COLD_PID"; wait "$COLD_PID"; COLD_PID=
 
 # --- through the shim: HTTPS with the pinned key, keep-alive ------------------------
 URL=$(jq -r .url "$D/sb.json"); PIN=$(jq -r .pin "$D/sb.json"); TOK=$(jq -r .token_file "$D/sb.json")
@@ -98,6 +113,8 @@ printf '%-44s %6s %10s %10s %9s\n' "exec of /bin/sh -c true" n p50_us p99_us per
 row "host fork+exec+wait (baseline)" "$fork"
 row "unshare -n (fresh netns only)" "$unsh"
 row "boxkite admin exec, 1 client" "$boxk"
+row "  ... made on request (exec.warm_slots 0)" "$boxk_cold"
+row "  ... warm slots again (same minute)" "$boxk_warm"
 row "boxkite admin exec, 2 clients" "$boxk2"
 row "runc exec into the same container" "$runce"
 hrow() { printf '%-44s %6s %10.1f %10.1f %9.1f %s\n' "$1" "$(jq .n <<<"$2")" "$(jq .p50_us <<<"$2")" "$(jq .p99_us <<<"$2")" "$(jq .per_sec <<<"$2")" "$3"; }
@@ -117,6 +134,9 @@ tp64=$(jq .per_sec <<<"$conc")
 r64=$(echo "$tp64 / $tp" | bc -l)
 n429=$(jq .status_429 <<<"$conc")
 printf 'boxkite p50 / fork+exec p50   = %5.2fx   (target <= 1.5x: %s)\n' "$r1" "$(verdict "$r1 <= 1.5")"
+rw=$(echo "$(p50 "$boxk_cold") / $(p50 "$boxk_warm")" | bc -l)
+nwarm=$(jq -nR '[inputs | fromjson? | select(.event == "exec")] | "\([.[] | select(.warm)] | length) of \(length)"' "$D/agent.log")
+printf 'made on request / warm, p50   = %5.2fx   (warm slots; %s execs of this agent took one; reported)\n' "$rw" "$(jq -r . <<<"$nwarm")"
 printf 'boxkite p99 / its p50         = %5.2fx   (target <= 3x: %s)\n' "$tail99" "$(verdict "$tail99 <= 3")"
 printf 'runc exec p50 / boxkite p50   = %5.2fx   (target >= 20x: %s)\n' "$r2" "$(verdict "$r2 >= 20")"
 printf 'throughput, 2 clients         = %5.0f/s  (target >= 600/s: %s)\n' "$tp" "$(verdict "$tp >= 600")"
@@ -133,7 +153,7 @@ si=$(scq seccomp); sr=$(scq seccomp_readback)
 # 64-client ones included, so p50s are under load)
 echo
 printf '%-24s %8s %10s %10s\n' "exec phase, all execs" n p50_us p99_us
-for ph in cgroup bpf spawn run teardown seccomp seccomp_readback; do
+for ph in cgroup bpf netns spawn run receipt teardown clone v1_join container privs landlock seccomp report seccomp_readback; do
 	q=$(scq "$ph")
 	printf '%-24s %8d %10d %10d\n' "$ph" "$(jq .n <<<"$q")" "$(jq .p50 <<<"$q")" "$(jq .p99 <<<"$q")"
 done
