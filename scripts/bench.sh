@@ -69,7 +69,7 @@ runce=$(BK_BENCH_SAMPLES=$S/runc.txt "$B" spawn "$NRUNC" runc exec "$SID" /bin/s
 # pins and sockets, on the same pod, in the same minute — what warm slots
 # take off an exec
 echo '{"exec":{"warm_slots":0}}' > "$D/cold.json"
-"$BK_BIN/boxkite-agent" --config "$D/cold.json" --socket "$D/cold.sock" --admin-socket "$D/cold-admin.sock" \
+"$BK_BIN/boxkite-agent" --config "$D/cold.json" --socket "$D/cold/agent.sock" --admin-socket "$D/cold-admin.sock" \
 	--state-dir "$D/cold-state" --bpffs /sys/fs/bpf/boxkite-bench-cold --metrics 127.0.0.1:0 > "$D/cold.log" 2>&1 &
 COLD_PID=$!
 for _ in $(seq 1 100); do [ -S "$D/cold-admin.sock" ] && break; sleep 0.05; done

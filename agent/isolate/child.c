@@ -255,7 +255,7 @@ static int enter_container(struct child_args *a)
  * when it exits the kernel kills whatever it left behind, and orphans never
  * land on the container's own init (which may not reap them). This process
  * stays as its parent (the monitor) and reports its exit. */
-static _Noreturn void run_steps(struct child_args *a, size_t from);
+static void run_steps(struct child_args *a, size_t from);
 
 /* The command's first instructions, on its own stack (enter_pidns). */
 static int command_entry(void *arg)
@@ -268,7 +268,10 @@ static int command_entry(void *arg)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	sigaction(SIGPIPE, &dfl, NULL);
+	/* (not a _Noreturn call: instrumented builds would take this stack
+	 * for a foreign one and warn) */
 	run_steps(a, a->step + 1);
+	return 127;
 }
 
 /* The command is born sharing this process's memory (CLONE_VM, as
@@ -563,7 +566,7 @@ static const struct child_step {
 /* The steps from `from` on. The step that makes the command
  * (enter_pidns) does not return there: the command goes on from the step
  * after it (command_entry), its time counted from a->step_t0. */
-static _Noreturn void run_steps(struct child_args *a, size_t from)
+static void run_steps(struct child_args *a, size_t from)
 {
 	if (from > 0 && a->step_t0)
 		a->ready.t_ns[child_steps[from - 1].phase] += (uint32_t)(mono_ns() - a->step_t0);
@@ -581,7 +584,7 @@ static _Noreturn void run_steps(struct child_args *a, size_t from)
 		if (r < 0)
 			child_fail(a, s->layer, a->what, -r);
 	}
-	_exit(127); /* not reached: exec_shell returns only on failure */
+	/* not reached: exec_shell returns only on failure */
 }
 
 static _Noreturn void child_main(struct child_args *a)
@@ -589,6 +592,7 @@ static _Noreturn void child_main(struct child_args *a)
 	a->ready.kind = 1;
 	a->ready.t_start = mono_ns();
 	run_steps(a, 0);
+	_exit(127);
 }
 
 /* ---- the agent's side -------------------------------------------------------- */
