@@ -549,6 +549,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 		struct bk_exec_result *res)
 {
 	struct exec_ctx x;
+	bk_warm_busy(e);
 	struct bk_warm_slot *w = bk_warm_take(e, pod, req);
 	int r = -EAGAIN;
 	if (w) {
@@ -563,7 +564,6 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 			w = NULL;
 		}
 	}
-	bk_warm_want(e, pod, req);
 	if (!w) {
 		exec_ctx_init(&x, e, pod, req, res);
 		r = take_steps(&x, steps, ARRAY_SIZE(steps));
@@ -575,5 +575,9 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 		res->t_us[BK_PH_RUN] = (uint32_t)((now_ns() - t) / 1000) - res->t_us[BK_PH_RECEIPT];
 	}
 	teardown(&x);
+	/* the pod's slots made up again once this exec is over: not beside
+	 * it (their cgroups, namespaces and forks contend with its run and
+	 * teardown for the same kernel locks and the same CPUs) */
+	bk_warm_want(e, pod, req);
 	return r;
 }

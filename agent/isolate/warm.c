@@ -34,9 +34,12 @@ struct bk_warm {
 	struct want *making;         /* being made now (counted for its pod) */
 	char making_id[24];          /* ... and its exec id */
 	struct bk_warm_stats st;
+	int busy;                    /* execs running now (atomic) */
+	uint64_t last_end_ns;        /* the last one's end (atomic) */
 };
 
 #define TICK_MS 100 /* how soon a slot whose pod went away is torn down */
+#define QUIET_MS 3  /* no exec for this long: slots may be made */
 
 static bool same_pod(const struct bk_pod *a, const struct bk_pod *b)
 {
@@ -100,10 +103,30 @@ struct bk_warm_slot *bk_warm_take(struct bk_engine *e, const struct bk_pod *pod,
 	return got;
 }
 
+void bk_warm_busy(struct bk_engine *e)
+{
+	if (e->warm)
+		__atomic_add_fetch(&e->warm->busy, 1, __ATOMIC_RELAXED);
+}
+
+/* No exec runs, none ended in the last QUIET_MS; else how long to wait. */
+static int quiet_wait_ms(struct bk_warm *wm)
+{
+	if (__atomic_load_n(&wm->busy, __ATOMIC_RELAXED) > 0)
+		return QUIET_MS;
+	uint64_t end = __atomic_load_n(&wm->last_end_ns, __ATOMIC_RELAXED), now = now_ns();
+	uint64_t q = (uint64_t)QUIET_MS * 1000000ull;
+	return now - end >= q ? 0 : (int)((end + q - now) / 1000000ull) + 1;
+}
+
 void bk_warm_want(struct bk_engine *e, const struct bk_pod *pod, const struct bk_exec_req *req)
 {
 	struct bk_warm *wm = e->warm;
-	if (!wm || !e->cfg->warm_slots)
+	if (!wm)
+		return;
+	__atomic_store_n(&wm->last_end_ns, now_ns(), __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&wm->busy, 1, __ATOMIC_RELAXED);
+	if (!e->cfg->warm_slots)
 		return;
 	pthread_mutex_lock(&wm->lock);
 	unsigned have = count(wm, pod, req->profile);
@@ -249,6 +272,16 @@ static void *worker(void *arg)
 			break;
 		}
 		struct want *t = wm->wants;
+		int wait = t ? quiet_wait_ms(wm) : 0;
+		if (t && wait) {
+			pthread_mutex_unlock(&wm->lock);
+			struct pollfd pf = { .fd = wm->efd, .events = POLLIN };
+			if (poll(&pf, 1, wait) > 0) {
+				uint64_t v;
+				(void)!read(wm->efd, &v, sizeof(v));
+			}
+			continue;
+		}
 		if (t) {
 			wm->wants = t->next;
 			wm->making = t;

@@ -42,7 +42,12 @@ void bk_warm_stop(struct bk_engine *e);
  * user) and this request's profile, removed from the list; NULL if none. */
 struct bk_warm_slot *bk_warm_take(struct bk_engine *e, const struct bk_pod *pod, const struct bk_exec_req *req);
 
-/* Ask for this pod's slots to be made up to exec.warm_slots. */
+/* An exec begins (bk_warm_busy) and ends (bk_warm_want): at its end, ask
+ * for its pod's slots to be made up to exec.warm_slots. Slots are made only
+ * when no exec has run on the node for a moment (QUIET_MS): made beside a
+ * running exec they would contend with it for the same kernel locks and
+ * CPUs, and under back-to-back load they would only move work around. */
+void bk_warm_busy(struct bk_engine *e);
 void bk_warm_want(struct bk_engine *e, const struct bk_pod *pod, const struct bk_exec_req *req);
 
 /* Is this exec id a slot's (waiting, or being made)? Its cgroup is named

@@ -124,8 +124,12 @@ int main(int argc, char **argv)
 		if (n <= 0)
 			return 2;
 		uint64_t *lat = calloc((size_t)n, sizeof(*lat));
+		const char *g = getenv("BK_BENCH_GAP_US"); /* paced, as the exec clients */
+		useconds_t gap = g ? (useconds_t)atoi(g) : 0;
 		uint64_t t0 = now_ns();
 		for (int i = 0; i < n; i++) {
+			if (gap && i)
+				usleep(gap);
 			uint64_t s = now_ns();
 			pid_t pid = fork();
 			if (pid == 0) {
