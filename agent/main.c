@@ -683,6 +683,25 @@ static void log_limits(const struct bk_limits *L)
 		 LI("exec_per_pod", L->exec_per_pod));
 }
 
+/* A profile with allow_domains must never run with less than names in
+ * policy promise: the exec's DNS redirected to an agent-controlled proxy,
+ * only allowed names answered, only their answers' addresses opened. Until
+ * that whole chain is built, such a config is refused (also by
+ * --check-config), naming what is missing. */
+static int refuse_unbuilt(const struct bk_config *c)
+{
+	for (int i = 0; i < c->policy.n; i++)
+		if (c->policy.prof[i].n_domains) {
+			fprintf(stderr,
+				"boxkite-agent: refusing to start: profile %s has allow_domains, which this build "
+				"cannot enforce yet (missing: the per-exec DNS redirect to an agent-controlled proxy, "
+				"the DNS proxy, resolved addresses in the exec's allow map)\n",
+				c->policy.prof[i].name);
+			return 1;
+		}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct bk_config *c = &agent.cfg;
@@ -691,6 +710,8 @@ int main(int argc, char **argv)
 	int r = parse_args(argc, argv, &check_only);
 	if (r >= 0)
 		return r;
+	if (refuse_unbuilt(c))
+		return 1;
 	if (check_only) {
 		/* the config parsed above (errors exit earlier): say what it means */
 		printf("config ok: %d profile(s), default \"%s\", layers netns=%s bpf=%s seccomp=%s\n", c->policy.n,
