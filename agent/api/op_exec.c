@@ -238,7 +238,7 @@ static cJSON *denied_json(const struct bk_exec_result *r)
 		cJSON_AddStringToObject(o, "dst", d->dst);
 		cJSON_AddNumberToObject(o, "port", d->port);
 		cJSON_AddStringToObject(o, "proto", d->proto);
-		cJSON_AddStringToObject(o, "layer", "bpf");
+		cJSON_AddStringToObject(o, "layer", d->hook && streq(d->hook, "dns_proxy") ? "dns_proxy" : "bpf");
 		cJSON_AddStringToObject(o, "reason", d->reason);
 		cJSON_AddNumberToObject(o, "pid", d->pid);
 		size_t cl;
@@ -249,6 +249,8 @@ static cJSON *denied_json(const struct bk_exec_result *r)
 			cJSON_AddStringToObject(o, "hook", d->hook);
 		if (d->attributed_to)
 			cJSON_AddStringToObject(o, "attributed_to", d->attributed_to);
+		if (d->name[0])
+			cJSON_AddStringToObject(o, "name", d->name);
 		cJSON_AddItemToArray(den, o);
 	}
 	return den;

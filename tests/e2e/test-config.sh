@@ -40,5 +40,5 @@ check "an allow_domains error names the entry" sh -c \
 # redirect and proxy: never run a name policy with less than it promises.
 echo '{"profiles":{"pkgs":{"allow_domains":[{"name":"pypi.org","ports":"443"}]}}}' > "$T/dom.json"
 out=$("$AGENT" --config "$T/dom.json" --check-config 2>&1); rc=$?
-check "allow_domains without the DNS proxy: refused at start, naming what is missing" sh -c \
-	"test $rc -ne 0 && printf '%s\n' \"\$1\" | grep -q 'profile pkgs has allow_domains.*missing: .*DNS proxy'" _ "$out"
+check "allow_domains while its chain is incomplete: refused at start, naming what is missing" sh -c \
+	"test $rc -ne 0 && printf '%s\n' \"\$1\" | grep -q 'profile pkgs has allow_domains.*missing: resolved addresses'" _ "$out"

@@ -93,7 +93,7 @@ POD_CG=$(find "$CG2" -maxdepth 4 -type d -name "pod$(sb vf-iso pod_uid)" | head 
 check "report: layers.cgroup true, with the pod cgroup's id as the kernel has it" \
 	test "$(jq -r '"\(.layers.cgroup) \(.layer_evidence.cgroup.cgroup_id)"' "$T/insp.json")" = "true $(stat -c %i "$POD_CG")"
 check "report: layers.bpf true: six programs pinned as loaded, the policy map open ($(jq -c .layer_evidence.bpf "$T/insp.json"))" \
-	jq -e '.layers.bpf and .layer_evidence.bpf.programs_pinned == 6 and .layer_evidence.bpf.policy_map' "$T/insp.json" >/dev/null
+	jq -e '.layers.bpf and .layer_evidence.bpf.programs_pinned == 8 and .layer_evidence.bpf.policy_map' "$T/insp.json" >/dev/null
 check "report: layers.netns fresh, from the self-test's namespace ($(jq -c .layer_evidence.netns "$T/insp.json"))" \
 	jq -e '.layers.netns == "fresh" and (.layer_evidence.netns.fresh_interfaces == ["lo"]) and .layer_evidence.netns.checked_unix > 0' "$T/insp.json" >/dev/null
 # a pinned program removed behind the agent's back: the report says so
