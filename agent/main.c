@@ -683,34 +683,6 @@ static void log_limits(const struct bk_limits *L)
 		 LI("exec_per_pod", L->exec_per_pod));
 }
 
-/* A profile with allow_domains must never run with less than names in
- * policy promise: the exec's DNS redirected to an agent-controlled proxy,
- * only allowed names answered, only their answers' addresses opened. Until
- * that whole chain is built (the redirect and the proxy are; the resolved
- * addresses in the exec's allow map are not), such a config is refused
- * (also by --check-config), naming what is missing — except under
- * testing.allow_unsafe, for the tests of the pieces that are built. */
-static int refuse_unbuilt(const struct bk_config *c)
-{
-	for (int i = 0; i < c->policy.n; i++)
-		if (c->policy.prof[i].n_domains) {
-			if (c->allow_unsafe) {
-				fprintf(stderr,
-					"boxkite-agent: testing.allow_unsafe: profile %s has allow_domains, which this "
-					"build does not fully enforce (its answers' addresses are not opened)\n",
-					c->policy.prof[i].name);
-				continue;
-			}
-			fprintf(stderr,
-				"boxkite-agent: refusing to start: profile %s has allow_domains, which this build "
-				"cannot enforce yet (missing: resolved addresses in the exec's allow map; the DNS "
-				"redirect and the DNS proxy are built)\n",
-				c->policy.prof[i].name);
-			return 1;
-		}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct bk_config *c = &agent.cfg;
@@ -719,8 +691,6 @@ int main(int argc, char **argv)
 	int r = parse_args(argc, argv, &check_only);
 	if (r >= 0)
 		return r;
-	if (refuse_unbuilt(c))
-		return 1;
 	if (check_only) {
 		/* the config parsed above (errors exit earlier): say what it means */
 		printf("config ok: %d profile(s), default \"%s\", layers netns=%s bpf=%s seccomp=%s\n", c->policy.n,

@@ -69,6 +69,8 @@ struct bk_dnsx {
 		uint64_t exp_ns;
 	} res[BK_DNSX_RESOLVED]; /* its entries in bk_resolved */
 	int n_res;
+	struct bk_dnsx_seen seen[BK_DNSX_SEEN];
+	int n_seen;
 	bool dead;
 	struct bk_dnsx *next;
 };
@@ -349,7 +351,40 @@ static int resolved_insert(struct bk_dnsx *x, const struct bk_dns_answer *a, con
 		}
 		x->res[slot].exp_ns = exp;
 	}
+	/* the receipt's record: the name asked and what it resolved to */
+	struct bk_dnsx_seen *sn = NULL;
+	for (int i = 0; i < x->n_seen && !sn; i++)
+		if (!strcmp(x->seen[i].name, a->chain[0]))
+			sn = &x->seen[i];
+	if (!sn && x->n_seen < BK_DNSX_SEEN) {
+		sn = &x->seen[x->n_seen++];
+		memset(sn, 0, sizeof(*sn));
+		snprintf(sn->name, sizeof(sn->name), "%s", a->chain[0]);
+	}
+	for (int i = 0; sn && i < a->n_addrs; i++) {
+		uint8_t k[16] = { 0 };
+		if (a->addrs[i].family == 4) {
+			k[10] = k[11] = 0xff;
+			memcpy(k + 12, a->addrs[i].addr, 4);
+		} else {
+			memcpy(k, a->addrs[i].addr, 16);
+		}
+		bool have = false;
+		for (int j = 0; j < sn->n; j++)
+			have |= !memcmp(sn->addr[j], k, 16);
+		if (!have && sn->n < BK_DNSX_SEEN_ADDRS)
+			memcpy(sn->addr[sn->n++], k, 16);
+	}
 	return 0;
+}
+
+int bk_dnsx_seen(struct bk_dnsproxy *px, struct bk_dnsx *x, struct bk_dnsx_seen *out, int max)
+{
+	pthread_mutex_lock(&px->lock);
+	int n = x->n_seen < max ? x->n_seen : max;
+	memcpy(out, x->seen, sizeof(*out) * (size_t)n);
+	pthread_mutex_unlock(&px->lock);
+	return n;
 }
 
 /* Expired entries go (BPF already refuses them); all of them at the end. */
@@ -429,7 +464,8 @@ static void on_answer(struct bk_dnsx *x, const uint8_t *m, size_t n, const struc
 			return;
 		}
 	snprintf(ans.chain[0], sizeof(ans.chain[0]), "%s", p->q.name);
-	/* the addresses are open before the exec learns them */
+	/* the addresses are open before the exec learns them (the resolved
+	 * record before the reply too: an exec's ending read-back sees it) */
 	int ir = resolved_insert(x, &ans, p->rule);
 	if (ir < 0) {
 		log_warnf("dns_resolved", "cannot open the addresses of %s for the exec: %s", p->q.name, strerror(-ir));

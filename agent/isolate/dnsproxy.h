@@ -65,5 +65,16 @@ void bk_dnsproxy_stop(struct bk_dnsproxy *px);
 int bk_dnsx_open(struct bk_dnsproxy *px, int self_netns, int pidfd, uint64_t cgid, const struct bk_profile *prof,
 		 const uint8_t (*upstreams)[16], int n_up, const char (*search)[BK_DNS_NAME_MAX + 1], int n_search,
 		 struct bk_dns_target *target, struct bk_dnsx **out, char *err, size_t errlen);
+/* The names an exec resolved through its endpoint (for the receipt), each
+ * with the addresses its answers gave (IPv4 as ::ffff:a.b.c.d): the first
+ * BK_DNSX_SEEN names, BK_DNSX_SEEN_ADDRS addresses each. */
+#define BK_DNSX_SEEN 32
+#define BK_DNSX_SEEN_ADDRS 8
+struct bk_dnsx_seen {
+	char name[BK_DNS_NAME_MAX + 1];
+	uint8_t addr[BK_DNSX_SEEN_ADDRS][16];
+	int n;
+};
+int bk_dnsx_seen(struct bk_dnsproxy *px, struct bk_dnsx *x, struct bk_dnsx_seen *out, int max);
 /* The exec ended: its sockets close, its pending queries go unanswered. */
 void bk_dnsx_close(struct bk_dnsproxy *px, struct bk_dnsx *x);

@@ -917,6 +917,54 @@ static void rb_lpm(struct rb_text *t, int fd, bool v6, bool allow, uint32_t id)
 	}
 }
 
+/* Names in policy, for the receipt: the allow_domains the exec's proxy
+ * enforces, and each name it resolved with each address, as bk_resolved
+ * holds it now (its ports and the seconds left), or "expired" (swept, or
+ * past its TTL). Per exec: shown, not part of the digest. */
+static void rb_names(struct bk_filter *f, const struct bk_policy_set *ps, const struct bk_filter_att *att,
+		     struct rb_text *t, uint32_t profile, uint64_t cgid)
+{
+	for (int i = 0; i < ps->n; i++) {
+		if (ps->prof[i].id != profile)
+			continue;
+		for (int d = 0; d < ps->prof[i].n_domains; d++) {
+			const struct bk_domain_rule *r = &ps->prof[i].domains[d];
+			char pr[16];
+			protos_str(r->protos, pr, sizeof(pr));
+			rb_put(t, "domain %s %s", r->name, pr);
+			for (int k = 0; k < r->n_ports; k++)
+				rb_put(t, "%s%u-%u", k ? "," : " ", r->ports[k][0], r->ports[k][1]);
+			rb_put(t, "\n");
+		}
+	}
+	struct bk_dnsx_seen *seen = calloc(BK_DNSX_SEEN, sizeof(*seen));
+	if (!seen)
+		return;
+	int n = bk_dnsx_seen(f->dnsproxy, att->dnsx, seen, BK_DNSX_SEEN);
+	uint64_t now = now_ns();
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < seen[i].n; k++) {
+			struct bk_local_key key = { .cgroup_id = cgid };
+			memcpy(key.addr, seen[i].addr[k], 16);
+			char a[INET6_ADDRSTRLEN];
+			bool v4 = !memcmp(key.addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12);
+			inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? key.addr + 12 : key.addr, a, sizeof(a));
+			struct bk_resolved v;
+			if (bpf_map_lookup_elem(bpf_map__fd(f->skel->maps.bk_resolved), &key, &v) || v.expires_ns <= now) {
+				rb_put(t, "resolved %s %s expired\n", seen[i].name, a);
+				continue;
+			}
+			rb_put(t, "resolved %s %s", seen[i].name, a);
+			for (uint32_t r = 0; r < v.ports.n && r < BK_PORT_RANGES; r++) {
+				char pr[16];
+				protos_str(v.ports.r[r].protos, pr, sizeof(pr));
+				rb_put(t, " %s %u-%u", pr, v.ports.r[r].lo, v.ports.r[r].hi);
+			}
+			rb_put(t, " ttl %llus\n", (unsigned long long)((v.expires_ns - now) / 1000000000ull));
+		}
+	free(seen);
+}
+
 void bk_filter_readback(struct bk_filter *f, const struct bk_policy_set *ps, const struct bk_filter_att *att,
 			uint64_t cgid, struct bk_exec_result *res)
 {
@@ -954,6 +1002,8 @@ void bk_filter_readback(struct bk_filter *f, const struct bk_policy_set *ps, con
 		} else if (pol.flags & BK_POL_DNS_PROXY) {
 			rb_put(&t, "dns_proxy missing\n");
 		}
+		if (att->dnsx && f->dnsproxy)
+			rb_names(f, ps, att, &t, pol.profile, cgid);
 		rb_lpm(&t, bpf_map__fd(f->skel->maps.bk_allow4), false, true, pol.profile);
 		rb_lpm(&t, bpf_map__fd(f->skel->maps.bk_allow6), true, true, pol.profile);
 		rb_lpm(&t, bpf_map__fd(f->skel->maps.bk_deny4), false, false, pol.profile);

@@ -12,9 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
 
-# allow_domains is not fully enforced yet (answers' addresses are not
-# opened): the agent runs such a profile only under testing.allow_unsafe
-CONFIG='{"testing":{"allow_unsafe":true},"deny_cidrs":["10.96.0.0/12"],
+CONFIG='{"deny_cidrs":["10.96.0.0/12"],
  "profiles":{"pkgs":{"allow_domains":[{"name":"pypi.org","ports":"443"},{"name":"*.pythonhosted.org","ports":"443"}]}}}'
 
 # resolver_world SANDBOX: the fake upstream at 10.96.0.10, linked to the pod netns
@@ -71,6 +69,12 @@ check "a query to a foreign resolver (203.0.113.53) is answered by the proxy, no
 check "... over IPv6 too ($(result foreign6))" test "$(result foreign6)" = "rcode=0 from=2001:db8::53 a=203.0.113.10"
 check "TCP DNS to a foreign address goes to the proxy ($(result tcp))" sh -c "case '$(result tcp)' in 'rcode=0 '*'a=203.0.113.10') true;; *) false;; esac"
 check "the upstream saw the allowed names, from the proxy" sh -c "grep -q '^pypi.org 1$' $T/upstream.log && grep -q '^files.pythonhosted.org 1$' $T/upstream.log"
+rules_has() { jq -r '.isolation.policy_rules[]' "$T/last.json" | grep -qE "$1"; } # a line of the receipt's rules matches ERE
+domains_in_force() { rules_has '^domain pypi\.org tcp 443-443$' && rules_has '^domain \*\.pythonhosted\.org tcp 443-443$'; }
+check "receipt: the allow_domains in force" domains_in_force
+check "receipt: a resolved name with its address, read from bk_resolved" rules_has '^resolved pypi\.org 203\.0\.113\.10 tcp 443-443 ttl [0-9]+s$'
+check "receipt: ... and the AAAA's" rules_has '^resolved pypi\.org 2001:db8::10 tcp 443-443 ttl [0-9]+s$'
+check "receipt: a name no answer resolved is not listed" sh -c "! jq -r '.isolation.policy_rules[]' $T/last.json | grep -q '^resolved example.com'"
 
 # a burst of unique names under an allowed wildcard: the exec's query rate holds
 probe burst,burst,10.96.0.10,200,pythonhosted.org
@@ -98,6 +102,7 @@ check "  ... as metadata" test "$(j '[.denied[] | select(.dst == "169.254.169.25
 check "a 2 s TTL: connects at first ($(result cs1))" test "$(result cs1)" = ok
 check "  ... and is refused once it expired ($(result cs2))" test "$(result cs2)" = EPERM
 check "  ... as not_resolved" test "$(j '[.denied[] | select(.dst == "203.0.113.13" and .reason == "not_resolved")] | length > 0')" = true
+check "  ... and the receipt says it expired" test "$(j '.isolation.policy_rules | index("resolved short.pythonhosted.org 203.0.113.13 expired") != null')" = true
 
 # two execs at once: one resolved pypi.org, the other did not and may not reach it
 ctl exec dn1 --json --timeout 60 -- python3 -c "$(cat "$HERE/dnsprobe.py")" a,gai,pypi.org,4 hold,sleep,4 a2,connect,203.0.113.10,443 > "$T/a.json" &
