@@ -20,6 +20,12 @@
  * IPv4 is in the deny set. Port 53 over UDP passes only as one well-formed
  * DNS query (checked per packet in cgroup_skb/egress, dns_query_check);
  * over TCP only when the profile opts in ("dns_tcp").
+ * Names in policy (BK_POL_DNS_PROXY, a profile with allow_domains): before
+ * any of that, connect/sendmsg to port 53 (UDP or TCP, any address) is
+ * rewritten to the exec's own DNS proxy (bk_dnsproxy) and recvmsg shows
+ * the answer as from the address asked; after the deny set and the allow
+ * rules, an address is admitted only from the exec's bk_resolved entries
+ * (an allowed name's answer, until its TTL), else not_resolved.
  * Socket hooks return 0, which the caller sees at once as EPERM;
  * cgroup_skb/egress applies the same decision to every packet as the
  * backstop (ICMP, and anything that bypassed the socket hooks).
