@@ -20,6 +20,12 @@
  * IPv4 is in the deny set. Port 53 over UDP passes only as one well-formed
  * DNS query (checked per packet in cgroup_skb/egress, dns_query_check);
  * over TCP only when the profile opts in ("dns_tcp").
+ * Names in policy (BK_POL_DNS_PROXY, a profile with allow_domains): before
+ * any of that, connect/sendmsg to port 53 (UDP or TCP, any address) is
+ * rewritten to the exec's own DNS proxy (bk_dnsproxy) and recvmsg shows
+ * the answer as from the address asked; after the deny set and the allow
+ * rules, an address is admitted only from the exec's bk_resolved entries
+ * (an allowed name's answer, until its TTL), else not_resolved.
  * Socket hooks return 0, which the caller sees at once as EPERM;
  * cgroup_skb/egress applies the same decision to every packet as the
  * backstop (ICMP, and anything that bypassed the socket hooks).
@@ -124,6 +130,21 @@ struct {
 	__type(key, __u64);
 	__type(value, struct bk_rate);
 } bk_rate SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, BK_MAX_EXECS);
+	__type(key, __u64);
+	__type(value, struct bk_dns_target);
+} bk_dnsproxy SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, BK_MAX_RESOLVED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct bk_local_key);
+	__type(value, struct bk_resolved);
+} bk_resolved SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -261,10 +282,34 @@ static __always_inline __u32 dns_reason(const struct bk_policy *p, __u32 lk, __u
 	return BK_R_NONE;
 }
 
+/* Names in policy: an address an allowed name resolved to for this exec
+ * (not expired) is open on that name's ports; one never resolved (or
+ * expired) is not_resolved, another port of a resolved one not_allowed. */
+static __always_inline __u32 resolved_reason(__u64 cgid, const __u8 *a16, __u8 proto, __u16 port)
+{
+	struct bk_local_key k = { .cgroup_id = cgid };
+	__builtin_memcpy(k.addr, a16, 16);
+	struct bk_resolved *r = bpf_map_lookup_elem(&bk_resolved, &k);
+	if (!r || bpf_ktime_get_ns() >= r->expires_ns)
+		return BK_R_NOT_RESOLVED;
+	return ports_allow(&r->ports, proto, port) ? BK_R_NONE : BK_R_NOT_ALLOWED;
+}
+
+/* The exec's DNS proxy (names in policy): its address and port only. */
+static __always_inline int to_proxy4(const struct bk_policy *p, __u64 cgid, __u32 dst_be, __u8 proto, __u16 port)
+{
+	if (!(p->flags & BK_POL_DNS_PROXY) || (proto != IPPROTO_UDP && proto != IPPROTO_TCP))
+		return 0;
+	struct bk_dns_target *t = bpf_map_lookup_elem(&bk_dnsproxy, &cgid);
+	return t && t->ip4 == dst_be && t->port == port;
+}
+
 static __always_inline __u32 decide4(const struct bk_policy *p, __u64 cgid, __u32 dst_be, __u8 proto, __u16 port)
 {
 	if (!p)
 		return BK_R_NO_POLICY;
+	if (to_proxy4(p, cgid, dst_be, proto, port))
+		return BK_R_NONE;
 	if ((bpf_ntohl(dst_be) >> 24) == 127)
 		return (p->flags & BK_POL_ALLOW_LOOPBACK) ? BK_R_NONE : BK_R_LOOPBACK;
 	__u8 m[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
@@ -282,6 +327,8 @@ static __always_inline __u32 decide4(const struct bk_policy *p, __u64 cgid, __u3
 	struct bk_ports *v = bpf_map_lookup_elem(&bk_allow4, &k);
 	if (v && ports_allow(v, proto, port))
 		return BK_R_NONE;
+	if (p->flags & BK_POL_DNS_PROXY)
+		return resolved_reason(cgid, m, proto, port);
 	return p->profile ? BK_R_NOT_ALLOWED : BK_R_DENY_ALL;
 }
 
@@ -363,6 +410,12 @@ static __always_inline __u32 decide6(const struct bk_policy *p, __u64 cgid, cons
 	/* ::ffff:a.b.c.d is IPv4 in disguise */
 	if (dst[0] == 0 && dst[1] == 0 && dst[2] == bpf_htonl(0xffff))
 		return decide4(p, cgid, dst[3], proto, port);
+	if (dst[0] == 0 && dst[1] == 0 && dst[2] == 0 && dst[3] == bpf_htonl(1) && (p->flags & BK_POL_DNS_PROXY) &&
+	    (proto == IPPROTO_UDP || proto == IPPROTO_TCP)) {
+		struct bk_dns_target *t = bpf_map_lookup_elem(&bk_dnsproxy, &cgid);
+		if (t && t->has6 && t->port == port)
+			return BK_R_NONE;
+	}
 	if (dst[0] == 0 && dst[1] == 0 && dst[2] == 0 && (dst[3] == bpf_htonl(1) || dst[3] == 0))
 		return (p->flags & BK_POL_ALLOW_LOOPBACK) && dst[3] ? BK_R_NONE : BK_R_LOOPBACK;
 	/* an IPv4 address inside (NAT64, IPv4-compatible, 6to4, Teredo) */
@@ -382,6 +435,8 @@ static __always_inline __u32 decide6(const struct bk_policy *p, __u64 cgid, cons
 	struct bk_ports *v = bpf_map_lookup_elem(&bk_allow6, &k);
 	if (v && ports_allow(v, proto, port))
 		return BK_R_NONE;
+	if (p->flags & BK_POL_DNS_PROXY)
+		return resolved_reason(cgid, (const __u8 *)dst, proto, port);
 	return p->profile ? BK_R_NOT_ALLOWED : BK_R_DENY_ALL;
 }
 
@@ -428,6 +483,21 @@ static __always_inline __u32 no_policy(int marked)
 	return marked ? BK_R_STALE_SOCKET : BK_R_NO_POLICY;
 }
 
+/* Names in policy: DNS (UDP or TCP, port 53, to any address) of an exec
+ * whose policy has BK_POL_DNS_PROXY goes to its proxy. Returns the proxy
+ * (the original destination noted in the socket's storage for recvmsg),
+ * or NULL: no proxy entry or no storage, and the query is denied. */
+static __always_inline struct bk_dns_target *dns_redirect(struct bpf_sock_addr *ctx, __u64 cgid,
+							  const struct bk_policy *p, __u8 proto, __u16 port,
+							  int *is_dns)
+{
+	*is_dns = p && (p->flags & BK_POL_DNS_PROXY) && port == 53 &&
+		  (proto == IPPROTO_UDP || proto == IPPROTO_TCP);
+	if (!*is_dns)
+		return 0;
+	return bpf_map_lookup_elem(&bk_dnsproxy, &cgid);
+}
+
 /* Socket hooks: decided with the owner's policy; the event, its rate and
  * count go to the caller's cgroup (the exec that tried, whose receipt
  * reports it). */
@@ -440,6 +510,21 @@ static __always_inline int sock_addr4(struct bpf_sock_addr *ctx, __u8 hook)
 	__u32 dst = ctx->user_ip4;
 	__u16 port = bpf_ntohs(ctx->user_port);
 	__u8 proto = ctx->protocol;
+	int is_dns;
+	struct bk_dns_target *t = dns_redirect(ctx, cgid, p, proto, port, &is_dns);
+	if (is_dns) {
+		struct bk_sk_owner *o = bpf_sk_storage_get(&bk_sk_owner, ctx->sk, 0, 0);
+		if (t && o) {
+			__builtin_memset(o->dns_orig, 0, sizeof(o->dns_orig));
+			__builtin_memcpy(o->dns_orig, &dst, 4);
+			o->dns_family = 4;
+			ctx->user_ip4 = t->ip4;
+			ctx->user_port = bpf_htons(t->port);
+			return BK_VERDICT_PASS;
+		}
+		emit(cur, BK_R_DNS, hook, AF_INET_, proto, port, (const __u8 *)&dst, 4, 1);
+		return BK_VERDICT_REJECT;
+	}
 	__u32 r = p ? decide4(p, cgid, dst, proto, port) : no_policy(marked);
 	if (r == BK_R_NONE)
 		return BK_VERDICT_PASS;
@@ -460,6 +545,32 @@ static __always_inline int sock_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 	dst[3] = ctx->user_ip6[3];
 	__u16 port = bpf_ntohs(ctx->user_port);
 	__u8 proto = ctx->protocol;
+	int is_dns;
+	struct bk_dns_target *t = dns_redirect(ctx, cgid, p, proto, port, &is_dns);
+	if (is_dns) {
+		struct bk_sk_owner *o = bpf_sk_storage_get(&bk_sk_owner, ctx->sk, 0, 0);
+		int mapped = dst[0] == 0 && dst[1] == 0 && dst[2] == bpf_htonl(0xffff);
+		if (t && o && (mapped || t->has6)) {
+			__builtin_memset(o->dns_orig, 0, sizeof(o->dns_orig));
+			if (mapped) {
+				/* IPv4 through a dual-stack socket: the proxy's IPv4 address, mapped */
+				__builtin_memcpy(o->dns_orig, &dst[3], 4);
+				o->dns_family = 4;
+				ctx->user_ip6[3] = t->ip4;
+			} else {
+				__builtin_memcpy(o->dns_orig, dst, 16);
+				o->dns_family = 6;
+				ctx->user_ip6[0] = 0;
+				ctx->user_ip6[1] = 0;
+				ctx->user_ip6[2] = 0;
+				ctx->user_ip6[3] = bpf_htonl(1);
+			}
+			ctx->user_port = bpf_htons(t->port);
+			return BK_VERDICT_PASS;
+		}
+		emit(cur, BK_R_DNS, hook, AF_INET6_, proto, port, (const __u8 *)dst, 16, 1);
+		return BK_VERDICT_REJECT;
+	}
 	__u32 r = p ? decide6(p, cgid, dst, proto, port) : no_policy(marked);
 	if (r == BK_R_NONE)
 		return BK_VERDICT_PASS;
@@ -478,6 +589,58 @@ int bk_sendmsg4(struct bpf_sock_addr *ctx) { return sock_addr4(ctx, BK_H_SENDMSG
 
 SEC("cgroup/sendmsg6")
 int bk_sendmsg6(struct bpf_sock_addr *ctx) { return sock_addr6(ctx, BK_H_SENDMSG6); }
+
+/* recvmsg: an answer from the exec's DNS proxy shows as from the resolver
+ * the exec asked (resolvers check the source of an answer). Only for a
+ * socket whose query was redirected, only for the proxy's own address and
+ * port. These hooks must return 1. */
+SEC("cgroup/recvmsg4")
+int bk_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	struct bk_sk_owner *o = bpf_sk_storage_get(&bk_sk_owner, ctx->sk, 0, 0);
+	if (!o || o->dns_family != 4)
+		return 1;
+	__u64 cgid = o->cgroup_id;
+	struct bk_dns_target *t = bpf_map_lookup_elem(&bk_dnsproxy, &cgid);
+	if (!t || ctx->user_ip4 != t->ip4 || ctx->user_port != bpf_htons(t->port))
+		return 1;
+	__u32 a;
+	__builtin_memcpy(&a, o->dns_orig, 4);
+	ctx->user_ip4 = a;
+	ctx->user_port = bpf_htons(53);
+	return 1;
+}
+
+SEC("cgroup/recvmsg6")
+int bk_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	struct bk_sk_owner *o = bpf_sk_storage_get(&bk_sk_owner, ctx->sk, 0, 0);
+	if (!o || !o->dns_family)
+		return 1;
+	__u64 cgid = o->cgroup_id;
+	struct bk_dns_target *t = bpf_map_lookup_elem(&bk_dnsproxy, &cgid);
+	if (!t || ctx->user_port != bpf_htons(t->port))
+		return 1;
+	__u32 s0 = ctx->user_ip6[0], s1 = ctx->user_ip6[1], s2 = ctx->user_ip6[2], s3 = ctx->user_ip6[3];
+	if (s0 || s1)
+		return 1;
+	if (o->dns_family == 4 && s2 == bpf_htonl(0xffff) && s3 == t->ip4) {
+		__u32 a;
+		__builtin_memcpy(&a, o->dns_orig, 4);
+		ctx->user_ip6[3] = a;
+	} else if (o->dns_family == 6 && s2 == 0 && s3 == bpf_htonl(1)) {
+		__u32 a[4];
+		__builtin_memcpy(a, o->dns_orig, 16);
+		ctx->user_ip6[0] = a[0];
+		ctx->user_ip6[1] = a[1];
+		ctx->user_ip6[2] = a[2];
+		ctx->user_ip6[3] = a[3];
+	} else {
+		return 1;
+	}
+	ctx->user_port = bpf_htons(53);
+	return 1;
+}
 
 static __always_inline __u16 l4_dport(struct __sk_buff *skb, __u32 off, __u8 proto)
 {

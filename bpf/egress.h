@@ -27,6 +27,8 @@
 #define BK_POL_ALLOW_ICMP     (1u << 1)
 #define BK_POL_ALLOW_DNS      (1u << 2) /* UDP 53 to the pod's resolvers (bk_local): well-formed queries only */
 #define BK_POL_ALLOW_DNS_TCP  (1u << 3) /* TCP 53 to them too (unchecked: a stream; the profile's "dns_tcp") */
+#define BK_POL_DNS_PROXY      (1u << 4) /* names in policy: every port-53 destination becomes the exec's
+					 * DNS proxy (bk_dnsproxy), over UDP and TCP */
 
 struct bk_policy {
 	__u32 flags;
@@ -76,6 +78,28 @@ struct bk_local_key {
 #define BK_LOCAL_SELF     1
 #define BK_LOCAL_RESOLVER 2
 
+/* bk_dnsproxy value (key: the exec's cgroup id): where the agent's DNS
+ * proxy for this exec listens in the pod's network namespace. connect and
+ * sendmsg to port 53 of any address are rewritten to it; recvmsg gives the
+ * exec the address it asked back as the source of the answers. */
+struct bk_dns_target {
+	__u32 ip4;  /* network order (127.0.0.1) */
+	__u16 port; /* host order; the same port on ::1 when has6 */
+	__u8 has6;
+	__u8 pad;
+};
+
+/* bk_resolved (key: struct bk_local_key, the exec's cgroup id and an
+ * address, IPv4 as ::ffff:a.b.c.d): an address an allowed name resolved to
+ * for this exec, through its DNS proxy — open on the name's ports until
+ * expires_ns (bpf_ktime_get_ns, CLOCK_MONOTONIC: the answer's TTL,
+ * bounded). The deny set still wins. */
+struct bk_resolved {
+	__u64 expires_ns;
+	struct bk_ports ports;
+};
+#define BK_MAX_RESOLVED 65536
+
 struct bk_rate {
 	__u64 window_ns;
 	__u32 in_window;
@@ -105,6 +129,10 @@ enum bk_reason {
 	BK_R_TUNNEL = 17,     /* 6to4 (2002::/16) or Teredo (2001::/32): denied unless a profile overrides it */
 	BK_R_DNS_MALFORMED = 18, /* UDP 53 to a resolver that is not one well-formed DNS query */
 	BK_R_DNS_TCP = 19,    /* TCP 53 to a resolver, the profile has no "dns_tcp" */
+	/* from the agent's DNS proxy (user space, names in policy) */
+	BK_R_DNS_NAME = 20,   /* a query for a name (or type) the profile does not allow */
+	BK_R_NOT_RESOLVED = 21, /* an address no allowed name resolved to (for this exec) */
+	BK_R_DNS_RATE = 22,   /* over the exec's query rate */
 };
 
 /* The limits of the DNS query check (cgroup_skb/egress, UDP 53): a QNAME
@@ -119,6 +147,11 @@ enum bk_reason {
  * exec's policy entry is gone every use is refused as stale_socket. */
 struct bk_sk_owner {
 	__u64 cgroup_id;
+	/* the resolver a DNS query was sent to before the proxy redirect
+	 * (dns_family 0: none): what recvmsg names as the answer's source */
+	__u8 dns_orig[16]; /* IPv4 in the first 4 bytes */
+	__u8 dns_family;   /* 4 or 6 */
+	__u8 pad[7];
 };
 
 enum bk_hook {
@@ -128,6 +161,7 @@ enum bk_hook {
 	BK_H_SENDMSG4 = 4,
 	BK_H_SENDMSG6 = 5,
 	BK_H_EGRESS = 6,
+	BK_H_DNS_PROXY = 7, /* a denial by the agent's DNS proxy */
 };
 
 /* pid and comm name the process only where the hook runs in its context

@@ -251,7 +251,7 @@ static cJSON *denial_json(const struct bk_denial *d, const char *type)
 	cJSON_AddStringToObject(o, "dst", d->dst);
 	cJSON_AddNumberToObject(o, "port", d->port);
 	cJSON_AddStringToObject(o, "proto", d->proto);
-	cJSON_AddStringToObject(o, "layer", "bpf");
+	cJSON_AddStringToObject(o, "layer", d->hook && streq(d->hook, "dns_proxy") ? "dns_proxy" : "bpf");
 	cJSON_AddStringToObject(o, "reason", d->reason);
 	cJSON_AddNumberToObject(o, "pid", d->pid);
 	size_t cl;
@@ -262,6 +262,8 @@ static cJSON *denial_json(const struct bk_denial *d, const char *type)
 		cJSON_AddStringToObject(o, "hook", d->hook);
 	if (d->attributed_to)
 		cJSON_AddStringToObject(o, "attributed_to", d->attributed_to);
+	if (d->name[0])
+		cJSON_AddStringToObject(o, "name", d->name);
 	return o;
 }
 

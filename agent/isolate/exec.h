@@ -50,6 +50,7 @@
 
 struct bk_denial {
 	char dst[48];
+	char name[254];           /* a DNS name the agent's DNS proxy refused ("" otherwise) */
 	uint16_t port;
 	char proto[8];
 	uint32_t pid;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/isolate/filter.h"
+#include "agent/isolate/dnsproxy.h"
 #include "agent/isolate/netns.h"
 #include "agent/isolate/step.h"
 #include "lib/err.h"
@@ -41,6 +42,7 @@ struct bk_filter {
 	struct ring_buffer *rb;
 	bk_event_fn fn;
 	void *ud;
+	struct bk_dnsproxy *dnsproxy; /* names in policy: started with the events when a profile lists allow_domains */
 };
 
 static struct bpf_program *prog_at(struct boxkite *s, int i)
@@ -52,6 +54,8 @@ static struct bpf_program *prog_at(struct boxkite *s, int i)
 	case 3: return s->progs.bk_sendmsg4;
 	case 4: return s->progs.bk_sendmsg6;
 	case 5: return s->progs.bk_egress;
+	case 6: return s->progs.bk_recvmsg4;
+	case 7: return s->progs.bk_recvmsg6;
 	default: return NULL;
 	}
 }
@@ -78,6 +82,9 @@ const char *bk_reason_name(uint32_t reason)
 	case BK_R_TUNNEL: return "ipv6_tunnel";
 	case BK_R_DNS_MALFORMED: return "dns_malformed";
 	case BK_R_DNS_TCP: return "dns_tcp";
+	case BK_R_DNS_NAME: return "dns_name";
+	case BK_R_NOT_RESOLVED: return "not_resolved";
+	case BK_R_DNS_RATE: return "dns_rate";
 	default: return "unknown";
 	}
 }
@@ -182,7 +189,8 @@ static void unpin_all(const char *bpffs)
 	static const char *const names[] = { "bk_sock_create", "bk_connect4", "bk_connect6", "bk_sendmsg4",
 					     "bk_sendmsg6",    "bk_egress",   "bk_policy",   "bk_events",
 					     "bk_stats",       "bk_allow4",   "bk_allow6",   "bk_deny4",
-					     "bk_deny6",       "bk_local",    "bk_rate",     "bk_sk_owner" };
+					     "bk_deny6",       "bk_local",    "bk_rate",     "bk_sk_owner",
+					     "bk_recvmsg4",    "bk_recvmsg6", "bk_dnsproxy", "bk_resolved" };
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		snprintf(p, sizeof(p), "%s/%s", bpffs, names[i]);
 		unlink(p);
@@ -311,7 +319,8 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, bool task_info, 
 	struct bpf_map *maps[] = { f->skel->maps.bk_policy, f->skel->maps.bk_events, f->skel->maps.bk_stats,
 				   f->skel->maps.bk_allow4, f->skel->maps.bk_allow6, f->skel->maps.bk_deny4,
 				   f->skel->maps.bk_deny6,  f->skel->maps.bk_local,  f->skel->maps.bk_rate,
-				   f->skel->maps.bk_sk_owner };
+				   f->skel->maps.bk_sk_owner, f->skel->maps.bk_dnsproxy,
+				   f->skel->maps.bk_resolved };
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
 		snprintf(p, sizeof(p), "%s/%s", bpffs, bpf_map__name(maps[i]));
 		r = bpf_map__pin(maps[i], p);
@@ -461,6 +470,10 @@ int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *
 			return bk_fail_buf(err, errlen, r, "cannot write the exec's address entries: %s", strerror(-r));
 		}
 	}
+	if (att->has_dns && bpf_map_update_elem(bpf_map__fd(f->skel->maps.bk_dnsproxy), &cgid, &att->dns, BPF_ANY)) {
+		r = -errno;
+		return bk_fail_buf(err, errlen, r, "cannot write the exec's DNS proxy entry: %s", strerror(-r));
+	}
 	r = bpf_map_update_elem(bpf_map__fd(f->skel->maps.bk_policy), &cgid, &pol, BPF_ANY);
 	if (r) {
 		r = -errno;
@@ -520,8 +533,19 @@ static void policy_forget(struct bk_filter *f, struct bk_filter_att *att)
 	}
 }
 
+static void dns_forget(struct bk_filter *f, struct bk_filter_att *att)
+{
+	if (att->dnsx)
+		bk_dnsx_close(f->dnsproxy, att->dnsx);
+	att->dnsx = NULL;
+	if (att->has_dns)
+		bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_dnsproxy), &att->cgid);
+	att->has_dns = false;
+}
+
 void bk_filter_detach(struct bk_filter *f, struct bk_filter_att *att)
 {
+	dns_forget(f, att);
 	for (int i = 0; i < BK_NPROGS; i++) {
 		if (att->pin_dir[0]) {
 			char p[700];
@@ -579,6 +603,7 @@ static int zombie_add(struct bk_filter *f, const char *pin_dir, bool partial)
 
 void bk_filter_retire(struct bk_filter *f, struct bk_filter_att *att)
 {
+	dns_forget(f, att);
 	if (att->attached)
 		policy_forget(f, att);
 	att->attached = false;
@@ -607,8 +632,8 @@ int bk_filter_adopt(struct bk_filter *f, const char *pin_dir)
  * are gone. */
 static void zombie_links(const char *dir, int *attached, int *defunct, int *missing)
 {
-	static const char *const names[] = { "bk_sock_create", "bk_connect4", "bk_connect6",
-					     "bk_sendmsg4",    "bk_sendmsg6", "bk_egress" };
+	static const char *const names[] = { "bk_sock_create", "bk_connect4", "bk_connect6", "bk_sendmsg4",
+					     "bk_sendmsg6",    "bk_egress",   "bk_recvmsg4", "bk_recvmsg6" };
 	*attached = *defunct = *missing = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		char p[700];
@@ -631,8 +656,8 @@ static void zombie_links(const char *dir, int *attached, int *defunct, int *miss
 
 static void zombie_remove(const char *dir)
 {
-	static const char *const names[] = { "bk_sock_create", "bk_connect4", "bk_connect6",
-					     "bk_sendmsg4",    "bk_sendmsg6", "bk_egress" };
+	static const char *const names[] = { "bk_sock_create", "bk_connect4", "bk_connect6", "bk_sendmsg4",
+					     "bk_sendmsg6",    "bk_egress",   "bk_recvmsg4", "bk_recvmsg6" };
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		char p[700];
 		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
@@ -748,7 +773,39 @@ static int pod_addrs(struct exec_ctx *x, struct bk_filter_att *att)
 
 /* The pod's resolvers, from the sandbox container's own resolv.conf,
  * resolved beneath its root (a symlink there cannot point us elsewhere). */
-static int pod_resolvers(const struct bk_pod *pod, struct bk_filter_att *att)
+static int pod_resolvers(const struct bk_pod *pod, struct bk_filter_att *att, char (*search)[BK_DNS_NAME_MAX + 1],
+			 int *n_search);
+
+/* Names in policy: the exec's own DNS proxy endpoint in the pod's network
+ * namespace, forwarding to the pod's resolvers. */
+static int dns_proxy_open(struct exec_ctx *x)
+{
+	struct bk_filter *f = x->e->filter;
+	if (!f->dnsproxy)
+		return bk_fail(&x->err, -ENOTSUP, NULL, "profile %s lists allow_domains and the DNS proxy is not running",
+			       x->req->profile->name);
+	struct bk_filter_att tmp = { 0 };
+	char search[BK_DNSX_SEARCH][BK_DNS_NAME_MAX + 1];
+	int n_search = 0;
+	int r = pod_resolvers(x->pod, &tmp, search, &n_search);
+	if (r < 0)
+		return bk_fail(&x->err, r, NULL, "cannot read the pod's resolvers: %s", strerror(-r));
+	uint8_t ups[BK_DNSX_UPSTREAMS][16];
+	int n = 0;
+	for (int i = 0; i < tmp.n_locals && n < BK_DNSX_UPSTREAMS; i++)
+		memcpy(ups[n++], tmp.locals[i].addr, 16);
+	char ferr[BK_ERRMSG_MAX] = "";
+	r = bk_dnsx_open(f->dnsproxy, x->e->self_netns, x->pod->sandbox_pidfd, x->cg.id, x->req->profile,
+			 (const uint8_t(*)[16])ups, n, (const char(*)[BK_DNS_NAME_MAX + 1])search, n_search, &x->att.dns,
+			 &x->att.dnsx, ferr, sizeof(ferr));
+	if (r < 0)
+		return bk_fail(&x->err, r, NULL, "%s", ferr);
+	x->att.has_dns = true;
+	return 0;
+}
+
+static int pod_resolvers(const struct bk_pod *pod, struct bk_filter_att *att, char (*search)[BK_DNS_NAME_MAX + 1],
+			 int *n_search)
 {
 	char root[64];
 	snprintf(root, sizeof(root), "/proc/%d/root", (int)pod->sandbox.init_pid);
@@ -767,6 +824,15 @@ static int pod_resolvers(const struct bk_pod *pod, struct bk_filter_att *att)
 	char *save = NULL;
 	for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		char addr[64];
+		if (search && (!strncmp(l, "search", 6) || !strncmp(l, "domain", 6)) && (l[6] == ' ' || l[6] == '\t')) {
+			/* the last search (or domain) line is the one in force */
+			*n_search = 0;
+			char *s2 = NULL;
+			for (char *d = strtok_r(l + 6, " \t", &s2); d && *n_search < BK_DNSX_SEARCH; d = strtok_r(NULL, " \t", &s2))
+				if (strlen(d) <= BK_DNS_NAME_MAX)
+					snprintf(search[(*n_search)++], BK_DNS_NAME_MAX + 1, "%s", d);
+			continue;
+		}
 		if (sscanf(l, " nameserver %63s", addr) != 1)
 			continue;
 		unsigned char a16[16] = { 0 };
@@ -851,6 +917,54 @@ static void rb_lpm(struct rb_text *t, int fd, bool v6, bool allow, uint32_t id)
 	}
 }
 
+/* Names in policy, for the receipt: the allow_domains the exec's proxy
+ * enforces, and each name it resolved with each address, as bk_resolved
+ * holds it now (its ports and the seconds left), or "expired" (swept, or
+ * past its TTL). Per exec: shown, not part of the digest. */
+static void rb_names(struct bk_filter *f, const struct bk_policy_set *ps, const struct bk_filter_att *att,
+		     struct rb_text *t, uint32_t profile, uint64_t cgid)
+{
+	for (int i = 0; i < ps->n; i++) {
+		if (ps->prof[i].id != profile)
+			continue;
+		for (int d = 0; d < ps->prof[i].n_domains; d++) {
+			const struct bk_domain_rule *r = &ps->prof[i].domains[d];
+			char pr[16];
+			protos_str(r->protos, pr, sizeof(pr));
+			rb_put(t, "domain %s %s", r->name, pr);
+			for (int k = 0; k < r->n_ports; k++)
+				rb_put(t, "%s%u-%u", k ? "," : " ", r->ports[k][0], r->ports[k][1]);
+			rb_put(t, "\n");
+		}
+	}
+	struct bk_dnsx_seen *seen = calloc(BK_DNSX_SEEN, sizeof(*seen));
+	if (!seen)
+		return;
+	int n = bk_dnsx_seen(f->dnsproxy, att->dnsx, seen, BK_DNSX_SEEN);
+	uint64_t now = now_ns();
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < seen[i].n; k++) {
+			struct bk_local_key key = { .cgroup_id = cgid };
+			memcpy(key.addr, seen[i].addr[k], 16);
+			char a[INET6_ADDRSTRLEN];
+			bool v4 = !memcmp(key.addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12);
+			inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? key.addr + 12 : key.addr, a, sizeof(a));
+			struct bk_resolved v;
+			if (bpf_map_lookup_elem(bpf_map__fd(f->skel->maps.bk_resolved), &key, &v) || v.expires_ns <= now) {
+				rb_put(t, "resolved %s %s expired\n", seen[i].name, a);
+				continue;
+			}
+			rb_put(t, "resolved %s %s", seen[i].name, a);
+			for (uint32_t r = 0; r < v.ports.n && r < BK_PORT_RANGES; r++) {
+				char pr[16];
+				protos_str(v.ports.r[r].protos, pr, sizeof(pr));
+				rb_put(t, " %s %u-%u", pr, v.ports.r[r].lo, v.ports.r[r].hi);
+			}
+			rb_put(t, " ttl %llus\n", (unsigned long long)((v.expires_ns - now) / 1000000000ull));
+		}
+	free(seen);
+}
+
 void bk_filter_readback(struct bk_filter *f, const struct bk_policy_set *ps, const struct bk_filter_att *att,
 			uint64_t cgid, struct bk_exec_result *res)
 {
@@ -878,6 +992,18 @@ void bk_filter_readback(struct bk_filter *f, const struct bk_policy_set *ps, con
 		rb_put(&t, "profile %s\nloopback %s\ndns %s\ndns_tcp %s\nicmp %s\n", res->policy,
 		       pol.flags & BK_POL_ALLOW_LOOPBACK ? "on" : "off", pol.flags & BK_POL_ALLOW_DNS ? "on" : "off",
 		       pol.flags & BK_POL_ALLOW_DNS_TCP ? "on" : "off", pol.flags & BK_POL_ALLOW_ICMP ? "on" : "off");
+		struct bk_dns_target dt;
+		if ((pol.flags & BK_POL_DNS_PROXY) &&
+		    !bpf_map_lookup_elem(bpf_map__fd(f->skel->maps.bk_dnsproxy), &cgid, &dt)) {
+			/* per exec (its port): shown, not part of the digest */
+			char a[INET_ADDRSTRLEN];
+			inet_ntop(AF_INET, &dt.ip4, a, sizeof(a));
+			rb_put(&t, "dns_proxy %s:%u%s\n", a, dt.port, dt.has6 ? " [::1]" : "");
+		} else if (pol.flags & BK_POL_DNS_PROXY) {
+			rb_put(&t, "dns_proxy missing\n");
+		}
+		if (att->dnsx && f->dnsproxy)
+			rb_names(f, ps, att, &t, pol.profile, cgid);
 		rb_lpm(&t, bpf_map__fd(f->skel->maps.bk_allow4), false, true, pol.profile);
 		rb_lpm(&t, bpf_map__fd(f->skel->maps.bk_allow6), true, true, pol.profile);
 		rb_lpm(&t, bpf_map__fd(f->skel->maps.bk_deny4), false, false, pol.profile);
@@ -923,8 +1049,13 @@ int bk_step_bpf(struct exec_ctx *x)
 	int r;
 	if (!x->fresh_netns && (r = pod_addrs(x, &x->att)) < 0)
 		return bk_fail(&x->err, r, NULL, "cannot read the pod's own addresses: %s", strerror(-r));
-	if (prof->dns && (r = pod_resolvers(x->pod, &x->att)) < 0)
+	if (prof->dns && (r = pod_resolvers(x->pod, &x->att, NULL, NULL)) < 0)
 		return bk_fail(&x->err, r, NULL, "cannot read the pod's resolvers: %s", strerror(-r));
+	if (prof->n_domains) {
+		if ((r = dns_proxy_open(x)) < 0)
+			return r;
+		pol.flags |= BK_POL_DNS_PROXY;
+	}
 	snprintf(res->policy, sizeof(res->policy), "%s", prof->name); /* read back at the end */
 	x->holes0 = bk_filter_holes(f);
 	char ferr[BK_ERRMSG_MAX] = "";
@@ -952,7 +1083,7 @@ int bk_step_bpf_take(struct exec_ctx *x)
 		now.n_locals = 0;
 		int r = x->fresh_netns ? 0 : pod_addrs(x, &now);
 		if (r == 0 && x->req->profile->dns)
-			r = pod_resolvers(x->pod, &now);
+			r = pod_resolvers(x->pod, &now, NULL, NULL);
 		if (r < 0 || now.n_locals != x->att.n_locals ||
 		    memcmp(now.locals, x->att.locals, sizeof(now.locals[0]) * (size_t)now.n_locals)) {
 			x->slot_gone = true;
@@ -985,6 +1116,7 @@ static const char *hook_name(uint8_t h)
 	case BK_H_SENDMSG4: return "sendmsg4";
 	case BK_H_SENDMSG6: return "sendmsg6";
 	case BK_H_EGRESS: return "egress";
+	case BK_H_DNS_PROXY: return "dns_proxy";
 	default: return "unknown";
 	}
 }
@@ -1014,9 +1146,40 @@ static void attribute(struct bk_denial *d, const struct bk_event *ev, pid_t exec
 
 #define MAX_SLOTS 1024
 
+static void file_event(struct bk_engine *e, const struct bk_event *ev, const char *dns_name);
+
 static void on_event(const struct bk_event *ev, void *ud)
 {
-	struct bk_engine *e = ud;
+	file_event(ud, ev, NULL);
+}
+
+/* A denial of the DNS proxy (its thread), filed like the kernel's. */
+static void dnsx_deny(void *ud, uint64_t cgid, uint32_t reason, const char *name, uint8_t proto)
+{
+	struct bk_event ev = { .cgroup_id = cgid, .reason = reason, .port = 53, .proto = proto,
+			       .hook = BK_H_DNS_PROXY };
+	file_event(ud, &ev, name);
+}
+
+/* An allowed answer (its addresses already in bk_resolved): logged; the
+ * receipt reads the map back. */
+static int dnsx_resolved(void *ud, uint64_t cgid, const struct bk_dns_answer *a, const struct bk_domain_rule *rule)
+{
+	(void)ud;
+	char addrs[256] = "";
+	size_t off = 0;
+	for (int i = 0; i < a->n_addrs && off < sizeof(addrs) - 48; i++) {
+		char t[INET6_ADDRSTRLEN];
+		inet_ntop(a->addrs[i].family == 4 ? AF_INET : AF_INET6, a->addrs[i].addr, t, sizeof(t));
+		off += (size_t)snprintf(addrs + off, sizeof(addrs) - off, "%s%s", i ? "," : "", t);
+	}
+	log_info("dns_resolved", LI("cgroup_id", cgid), LS("name", a->chain[0]), LS("rule", rule->name),
+		 LS("addrs", addrs));
+	return 0;
+}
+
+static void file_event(struct bk_engine *e, const struct bk_event *ev, const char *dns_name)
+{
 	pthread_mutex_lock(&e->lock);
 	struct bk_exec_result *res = NULL;
 	const struct bk_pod *pod = NULL;
@@ -1040,10 +1203,14 @@ static void on_event(const struct bk_event *ev, void *ud)
 	if (res->n_denied < BK_DENIED_MAX && ev->hook != BK_H_SOCK_CREATE) {
 		struct bk_denial *d = &res->denied[res->n_denied++];
 		memset(d, 0, sizeof(*d));
-		if (ev->family == AF_INET6)
+		if (dns_name)
+			snprintf(d->dst, sizeof(d->dst), "dns_proxy");
+		else if (ev->family == AF_INET6)
 			inet_ntop(AF_INET6, ev->addr, d->dst, sizeof(d->dst));
 		else
 			inet_ntop(AF_INET, ev->addr, d->dst, sizeof(d->dst));
+		if (dns_name)
+			snprintf(d->name, sizeof(d->name), "%s", dns_name);
 		d->port = ev->port;
 		snprintf(d->proto, sizeof(d->proto), "%s",
 			 ev->proto == IPPROTO_TCP ? "tcp" : ev->proto == IPPROTO_UDP ? "udp" :
@@ -1083,7 +1250,7 @@ static void on_event(const struct bk_event *ev, void *ud)
 	if (logit)
 		log_info("denied", LS("exec_id", exec_id), LS("pod", pod ? name : NULL), LS("namespace", pod ? ns : NULL),
 			 LS("dst", d.dst), LI("port", d.port), LS("proto", d.proto), LS("reason", d.reason),
-			 LS("comm", d.comm));
+			 LS("comm", d.comm), LS("name", d.name[0] ? d.name : NULL));
 }
 
 /* Also the reaper of retired execs: their pins go soon after the kernel
@@ -1105,6 +1272,15 @@ int bk_filter_events_start(struct bk_engine *e, char *err, size_t errlen)
 	if (!e->slots)
 		return -ENOMEM;
 	e->nslots = MAX_SLOTS;
+	bool names = false;
+	for (int i = 0; i < e->cfg->policy.n; i++)
+		names |= e->cfg->policy.prof[i].n_domains > 0;
+	if (names && e->filter) {
+		int pr = bk_dnsproxy_start(bpf_map__fd(e->filter->skel->maps.bk_resolved), dnsx_deny, dnsx_resolved, e,
+					   &e->filter->dnsproxy, err, errlen);
+		if (pr < 0)
+			return pr;
+	}
 	int r = pthread_create(&e->rb_thread, NULL, events_main, e);
 	if (r)
 		return bk_fail_buf(err, errlen, -r, "cannot start the ring buffer thread: %s", strerror(r));
@@ -1114,6 +1290,10 @@ int bk_filter_events_start(struct bk_engine *e, char *err, size_t errlen)
 
 void bk_filter_events_stop(struct bk_engine *e)
 {
+	if (e->filter) {
+		bk_dnsproxy_stop(e->filter->dnsproxy);
+		e->filter->dnsproxy = NULL;
+	}
 	e->stop = 1;
 	if (e->rb_started)
 		pthread_join(e->rb_thread, NULL);

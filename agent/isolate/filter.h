@@ -16,7 +16,7 @@
 #include <linux/bpf.h>
 #include <sys/types.h>
 
-#define BK_NPROGS 6
+#define BK_NPROGS 8
 
 struct bk_prog_desc {
 	const char *name; /* bk_connect4 ... */
@@ -25,6 +25,7 @@ struct bk_prog_desc {
 };
 
 struct bk_filter;
+struct bk_dnsx;
 
 #define BK_MAX_LOCALS 16
 
@@ -37,6 +38,9 @@ struct bk_filter_att {
 	uint64_t cgid;
 	int n_locals;
 	struct bk_local_addr locals[BK_MAX_LOCALS];
+	bool has_dns; /* names in policy: the exec's DNS proxy (bk_dnsproxy) */
+	struct bk_dns_target dns;
+	struct bk_dnsx *dnsx; /* its endpoint (dnsproxy.c), closed by retire/detach */
 	int link_fd[BK_NPROGS];
 	int n_pinned;
 	char pin_dir[512];
@@ -72,7 +76,7 @@ void bk_filter_close(struct bk_filter *f);
  * program finds no policy is possible, and a missing entry denies anyway. */
 /* Write every profile's allow and deny rules into the LPM maps. */
 int bk_filter_load_policy(struct bk_filter *f, const struct bk_policy_set *ps, char *err, size_t errlen);
-/* att->locals/n_locals must be filled by the caller before. */
+/* att->locals/n_locals (and att->dns when has_dns) must be filled by the caller before. */
 int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *exec_id, struct bk_policy pol,
 		     struct bk_filter_att *att, char *err, size_t errlen);
 /* Denials of one exec cgroup so far (also those not sent as events). */

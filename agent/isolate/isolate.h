@@ -25,6 +25,9 @@
  *               (its records and its link pins)
  *   filter.c    the BPF layer: load, pin, policy maps; the bpf step (the
  *               exec's policy inputs, attach, read-back); denial events
+ *   dnsproxy.c  names in policy: the DNS proxy endpoint of each exec whose
+ *               profile lists allow_domains (in the pod's namespace), one
+ *               thread answering them (agent/parse/dns.c for the messages)
  *   netns.c     network namespaces: the pool of fresh ones (the netns
  *               step), the pod's own addresses
  *   netlink.c   rtnetlink without allocation (lo up, interfaces, addresses)

@@ -136,12 +136,14 @@ static int recover_state_files(struct bk_engine *e)
 
 /* The exec's entry in the policy map the old program itself reads (the old
  * agent's, kept alive by its programs): removed, its sockets are refused
- * as stale from now on. */
-static void old_policy_forget(uint32_t prog_id, uint64_t cgid)
+ * as stale from now on. False when the program reads no bk_policy (the
+ * recvmsg hooks): another link of the exec must do it. */
+static bool old_policy_forget(uint32_t prog_id, uint64_t cgid)
 {
+	bool found = false;
 	int pfd = bpf_prog_get_fd_by_id(prog_id);
 	if (pfd < 0)
-		return;
+		return false;
 	__u32 ids[32];
 	struct bpf_prog_info pi = { 0 };
 	__u32 pl = sizeof(pi);
@@ -154,12 +156,15 @@ static void old_policy_forget(uint32_t prog_id, uint64_t cgid)
 				continue;
 			struct bpf_map_info mi = { 0 };
 			__u32 ml = sizeof(mi);
-			if (bpf_obj_get_info_by_fd(mfd, &mi, &ml) == 0 && streq(mi.name, "bk_policy"))
+			if (bpf_obj_get_info_by_fd(mfd, &mi, &ml) == 0 && streq(mi.name, "bk_policy")) {
 				bpf_map_delete_elem(mfd, &cgid);
+				found = true;
+			}
 			close(mfd);
 		}
 	}
 	close(pfd);
+	return found;
 }
 
 /* Kill what runs in the cgroup of a link (an exec whose record is missing). */
@@ -238,10 +243,8 @@ static void recover_pins(struct bk_engine *e)
 				attached++;
 				if (!killed && mnt >= 0)
 					killed = kill_link_cgroup(e, mnt, info.cgroup.cgroup_id);
-				if (!forgot) {
-					old_policy_forget(info.prog_id, info.cgroup.cgroup_id);
-					forgot = true;
-				}
+				if (!forgot)
+					forgot = old_policy_forget(info.prog_id, info.cgroup.cgroup_id);
 			}
 			close(lfd);
 		}

@@ -126,7 +126,9 @@ void bk_warm_want(struct bk_engine *e, const struct bk_pod *pod, const struct bk
 		return;
 	__atomic_store_n(&wm->last_end_ns, now_ns(), __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&wm->busy, 1, __ATOMIC_RELAXED);
-	if (!e->cfg->warm_slots)
+	/* not for names in policy: the exec's DNS proxy endpoint takes the
+	 * pod's resolvers and search domains of the moment it is made */
+	if (!e->cfg->warm_slots || req->profile->n_domains)
 		return;
 	pthread_mutex_lock(&wm->lock);
 	unsigned have = count(wm, pod, req->profile);

@@ -359,9 +359,9 @@ static void read_cgroup_layer(struct bk_agent *a, const struct bk_pod *p, struct
 	pthread_mutex_unlock(&a->stats_lock);
 }
 
-/* The BPF layer: each of the six pins holds the program the agent loaded,
+/* The BPF layer: each of the eight pins holds the program the agent loaded,
  * the policy map opens, and every live exec cgroup of the pod carries all
- * six (bpf_prog_query in read_exec). */
+ * eight (bpf_prog_query in read_exec). */
 static void read_bpf_layer(struct bk_agent *a, struct bk_pod_report *o)
 {
 	struct bk_filter *f = a->engine.filter;

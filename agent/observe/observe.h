@@ -128,7 +128,7 @@ struct bk_pod_report {
 		bool loaded;                   /* the agent holds its programs (the layer is on) */
 		int programs_pinned;           /* pins holding the very program the agent loaded */
 		bool policy_map;               /* the pinned policy map opens */
-		int live_execs, live_execs_complete; /* exec cgroups with all six attached (prog query) */
+		int live_execs, live_execs_complete; /* exec cgroups with all eight attached (prog query) */
 	} bpfck;
 	struct {
 		int64_t checked_at;            /* the self-test's last fresh namespace, 0: never */

@@ -20,6 +20,9 @@
  *   session_record.c  session records: struct bk_session_record <-> its
  *               JSON text, and the validators /configure shares with it
  *   target.c    "addr:port" probe targets (verify, the self-test)
+ *   dns.c       DNS messages of the agent's DNS proxy: an exec's query,
+ *               an upstream's answer (CNAME chain, addresses, TTLs), the
+ *               replies the proxy builds itself
  *   mounts.c    lines of /proc/PID/mountinfo (the wipe's roots, the
  *               masks of an exec's /proc)
  *   procstatus.c  /proc/PID/status: credentials, capability sets,

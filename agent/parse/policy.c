@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <fnmatch.h>
+#include <strings.h>
 
 static const struct {
 	const char *cidr;
@@ -126,6 +127,85 @@ int bk_ports_parse(const char *s, uint16_t (*ranges)[2], int max)
 	return n;
 }
 
+int bk_domain_check(const char *name, const char **why)
+{
+	size_t n = strlen(name);
+	const char *s = name;
+	if (n == 0)
+		return *why = "an empty name", -EINVAL;
+	if (n > BK_DOMAIN_MAX)
+		return *why = "longer than 253 bytes", -EINVAL;
+	if (name[n - 1] == '.')
+		return *why = "no trailing dot", -EINVAL;
+	if (s[0] == '*') {
+		if (s[1] != '.')
+			return *why = "a wildcard is the whole first label (\"*.example.com\")", -EINVAL;
+		s += 2;
+	}
+	int labels = 0;
+	bool last_numeric = false;
+	while (*s) {
+		const char *dot = strchr(s, '.');
+		size_t l = dot ? (size_t)(dot - s) : strlen(s);
+		if (l == 0)
+			return *why = "an empty label", -EINVAL;
+		if (l > 63)
+			return *why = "a label longer than 63 bytes", -EINVAL;
+		last_numeric = true;
+		for (size_t i = 0; i < l; i++) {
+			char c = s[i];
+			if (c == '*')
+				return *why = "a wildcard only as the whole first label", -EINVAL;
+			if (c >= 'A' && c <= 'Z')
+				return *why = "names are lowercase", -EINVAL;
+			if ((unsigned char)c >= 0x80)
+				return *why = "not ASCII: write the IDNA A-label (xn--...)", -EINVAL;
+			if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+				return *why = "a label holds only a-z, 0-9 and '-'", -EINVAL;
+			if (!(c >= '0' && c <= '9'))
+				last_numeric = false;
+		}
+		if (s[0] == '-' || s[l - 1] == '-')
+			return *why = "a label neither starts nor ends with '-'", -EINVAL;
+		if (l >= 4 && s[2] == '-' && s[3] == '-' && !(s[0] == 'x' && s[1] == 'n'))
+			return *why = "'--' in the third and fourth places only as the IDNA \"xn--\"", -EINVAL;
+		labels++;
+		s += l;
+		if (*s == '.')
+			s++;
+	}
+	if (labels < 2)
+		return *why = name[0] == '*' ? "a wildcard under a single label is too broad"
+					     : "a single label is no fully qualified name", -EINVAL;
+	if (last_numeric)
+		return *why = "an address is no name (allow it with a cidr)", -EINVAL;
+	return 0;
+}
+
+bool bk_domain_rule_matches(const struct bk_domain_rule *r, const char *qname)
+{
+	size_t ql = strlen(qname);
+	if (ql && qname[ql - 1] == '.')
+		ql--;
+	const char *rn = r->wildcard ? r->name + 2 : r->name;
+	size_t rl = strlen(rn);
+	if (r->wildcard) {
+		/* at least one label, then ".suffix" */
+		if (ql < rl + 2 || qname[ql - rl - 1] != '.')
+			return false;
+		return strncasecmp(qname + ql - rl, rn, rl) == 0;
+	}
+	return ql == rl && strncasecmp(qname, rn, rl) == 0;
+}
+
+const struct bk_domain_rule *bk_policy_domain(const struct bk_profile *p, const char *qname)
+{
+	for (int i = 0; i < p->n_domains; i++)
+		if (bk_domain_rule_matches(&p->domains[i], qname))
+			return &p->domains[i];
+	return NULL;
+}
+
 static struct bk_profile *add_profile(struct bk_policy_set *ps, const char *name)
 {
 	for (int i = 0; i < ps->n; i++)
@@ -196,9 +276,75 @@ static bool in_builtin_deny(const struct bk_policy_set *ps, const struct bk_cidr
 	return false;
 }
 
+/* "allow_domains": [ {"name": N, "ports": P, "proto": "tcp"|"udp"|"any"}, ... ] */
+static int parse_domains(struct bk_profile *p, const cJSON *doms, char *err, size_t errlen)
+{
+	if (!cJSON_IsArray(doms) || cJSON_GetArraySize(doms) == 0)
+		return bk_fail_buf(err, errlen, -EINVAL,
+				   "config: profile %s: allow_domains is a non-empty array of {\"name\", \"ports\"}", p->name);
+	const cJSON *it;
+	int idx = 0;
+	cJSON_ArrayForEach(it, doms)
+	{
+		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+		if (!cJSON_IsObject(it) || !cJSON_IsString(nm))
+			return bk_fail_buf(err, errlen, -EINVAL,
+					   "config: profile %s: allow_domains entry %d: an object with a string \"name\"",
+					   p->name, idx);
+		const char *name = nm->valuestring;
+		const cJSON *k;
+		cJSON_ArrayForEach(k, it)
+		{
+			if (!streq(k->string, "name") && !streq(k->string, "ports") && !streq(k->string, "proto"))
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: profile %s: allow_domains entry \"%.80s\": unknown key \"%.40s\"",
+						   p->name, name, k->string);
+		}
+		const char *why = NULL;
+		if (bk_domain_check(name, &why) < 0)
+			return bk_fail_buf(err, errlen, -EINVAL, "config: profile %s: allow_domains entry \"%.80s%s\": %s",
+					   p->name, name, strlen(name) > 80 ? "..." : "", why);
+		for (int i = 0; i < p->n_domains; i++)
+			if (streq(p->domains[i].name, name))
+				return bk_fail_buf(err, errlen, -EINVAL,
+						   "config: profile %s: allow_domains entry \"%s\" is listed twice", p->name,
+						   name);
+		if (p->n_domains == BK_MAX_DOMAINS)
+			return bk_fail_buf(err, errlen, -EINVAL,
+					   "config: profile %s: allow_domains entry \"%s\": more than %d entries", p->name,
+					   name, BK_MAX_DOMAINS);
+		struct bk_domain_rule *r = &p->domains[p->n_domains];
+		memset(r, 0, sizeof(*r));
+		snprintf(r->name, sizeof(r->name), "%s", name);
+		r->wildcard = name[0] == '*';
+		const cJSON *pr = cJSON_GetObjectItemCaseSensitive(it, "proto");
+		const char *prs = cJSON_IsString(pr) ? pr->valuestring : pr ? "" : "tcp";
+		if (streq(prs, "tcp"))
+			r->protos = BK_PROTO_TCP;
+		else if (streq(prs, "udp"))
+			r->protos = BK_PROTO_UDP;
+		else if (streq(prs, "any"))
+			r->protos = BK_PROTO_TCP | BK_PROTO_UDP;
+		else
+			return bk_fail_buf(err, errlen, -EINVAL,
+					   "config: profile %s: allow_domains entry \"%s\": proto is tcp, udp or any", p->name,
+					   name);
+		const cJSON *po = cJSON_GetObjectItemCaseSensitive(it, "ports");
+		r->n_ports = cJSON_IsString(po) ? bk_ports_parse(po->valuestring, r->ports, BK_DOMAIN_PORTS) : -EINVAL;
+		if (r->n_ports <= 0)
+			return bk_fail_buf(err, errlen, -EINVAL,
+					   "config: profile %s: allow_domains entry \"%s\": ports like \"443\", \"80,443\", "
+					   "\"8000-8100\" or \"*\" (at most %d ranges)", p->name, name, BK_DOMAIN_PORTS);
+		p->n_domains++;
+		idx++;
+	}
+	return 0;
+}
+
 static int parse_profile(struct bk_policy_set *ps, const cJSON *pj, struct bk_profile *p, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "netns", "allow", "dns", "dns_tcp", "icmp", "deny_overrides", NULL };
+	static const char *const keys[] = { "netns", "allow", "dns", "dns_tcp", "icmp", "deny_overrides",
+					    "allow_domains", NULL };
 	const cJSON *it;
 	cJSON_ArrayForEach(it, pj)
 	{
@@ -292,13 +438,27 @@ static int parse_profile(struct bk_policy_set *ps, const cJSON *pj, struct bk_pr
 			p->overrides[p->n_over++] = c;
 		}
 	}
+	const cJSON *doms = cJSON_GetObjectItemCaseSensitive(pj, "allow_domains");
+	if (doms) {
+		int r = parse_domains(p, doms, err, errlen);
+		if (r < 0)
+			return r;
+		if (p->dns || p->dns_tcp)
+			return bk_fail_buf(err, errlen, -EINVAL,
+					   "config: profile %s: with allow_domains, DNS goes only through the agent's proxy: "
+					   "leave out \"dns\" and \"dns_tcp\"", p->name);
+		if (netns && cJSON_IsString(netns) && streq(netns->valuestring, "fresh"))
+			return bk_fail_buf(err, errlen, -EINVAL,
+					   "config: profile %s: allow_domains needs the pod's network (\"netns\": \"pod\")",
+					   p->name);
+	}
 	if (netns) {
 		if (!cJSON_IsString(netns) || (!streq(netns->valuestring, "fresh") && !streq(netns->valuestring, "pod")))
 			return bk_fail_buf(err, errlen, -EINVAL,
 					   "config: profile %s: netns is \"fresh\" or \"pod\"", p->name);
 		p->fresh_netns = streq(netns->valuestring, "fresh");
 	} else {
-		p->fresh_netns = p->n_allow == 0 && !p->dns;
+		p->fresh_netns = p->n_allow == 0 && !p->dns && p->n_domains == 0;
 	}
 	return 0;
 }
@@ -488,6 +648,13 @@ int bk_policy_canon(const struct bk_policy_set *ps, const struct bk_profile *p, 
 	for (int i = 0; i < p->n_over; i++) {
 		bk_cidr_format(&p->overrides[i], c, sizeof(c));
 		PUT("override %s\n", c);
+	}
+	for (int i = 0; i < p->n_domains; i++) {
+		const struct bk_domain_rule *r = &p->domains[i];
+		PUT("domain %s %s", r->name, protos_name(r->protos));
+		for (int k = 0; k < r->n_ports; k++)
+			PUT("%s%u-%u", k ? "," : " ", r->ports[k][0], r->ports[k][1]);
+		PUT("\n");
 	}
 #undef PUT
 	return (int)off;

@@ -14,6 +14,9 @@
 #define BK_MAX_OVERRIDES 16
 #define BK_MAX_EXTRA_DENY 32
 #define BK_MAX_SELECTORS 32
+#define BK_MAX_DOMAINS 32
+#define BK_DOMAIN_MAX 253 /* bytes of a name, without a trailing dot (RFC 1035) */
+#define BK_DOMAIN_PORTS 8
 
 struct bk_cidr {
 	uint8_t family; /* 4 or 6 */
@@ -27,6 +30,18 @@ struct bk_allow_rule {
 	uint8_t protos; /* BK_PROTO_* */
 };
 
+/* One allow_domains entry: an exact name ("pypi.org") or a wildcard
+ * ("*.pythonhosted.org": any name with at least one more label below the
+ * suffix, never the suffix itself), lowercase LDH labels / IDNA A-labels,
+ * with the ports (and tcp/udp) its resolved addresses may be reached on. */
+struct bk_domain_rule {
+	char name[BK_DOMAIN_MAX + 1]; /* as written, "*." included */
+	bool wildcard;
+	uint8_t protos; /* BK_PROTO_TCP and/or BK_PROTO_UDP */
+	uint16_t ports[BK_DOMAIN_PORTS][2];
+	int n_ports;
+};
+
 struct bk_profile {
 	char name[64];
 	uint32_t id;
@@ -38,6 +53,11 @@ struct bk_profile {
 	int n_allow;
 	struct bk_cidr overrides[BK_MAX_OVERRIDES];
 	int n_over;
+	/* names whose answers (through the agent's DNS proxy) open the
+	 * returned addresses on the entry's ports; such a profile runs in the
+	 * pod's network and its execs reach no resolver but the proxy */
+	struct bk_domain_rule domains[BK_MAX_DOMAINS];
+	int n_domains;
 };
 
 struct bk_selector {
@@ -66,6 +86,17 @@ void bk_cidr_format(const struct bk_cidr *c, char *buf, size_t len);
 bool bk_cidr_contains(const struct bk_cidr *outer, const struct bk_cidr *inner);
 /* "80", "80,443", "8000-8100", "*" -> ranges; returns count or -EINVAL */
 int bk_ports_parse(const char *s, uint16_t (*ranges)[2], int max);
+/* An allow_domains name: lowercase LDH labels of 1..63 bytes (no leading
+ * or trailing '-', "??--" only as the IDNA "xn--"), at least two labels,
+ * at most 253 bytes, no trailing dot, a last label that is not all digits
+ * (an address is no name), "*." only as the whole first label. 0, or
+ * -EINVAL with *why a phrase saying what is wrong. */
+int bk_domain_check(const char *name, const char **why);
+/* Whether a query name (any case, an optional trailing dot) is one rule
+ * admits: exact, or strictly below a wildcard's suffix. */
+bool bk_domain_rule_matches(const struct bk_domain_rule *r, const char *qname);
+/* The first of p's allow_domains entries admitting qname, or NULL. */
+const struct bk_domain_rule *bk_policy_domain(const struct bk_profile *p, const char *qname);
 
 /* Built-in profiles ("isolated", "internet"). */
 void bk_policy_defaults(struct bk_policy_set *ps);

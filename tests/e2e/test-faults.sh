@@ -56,8 +56,8 @@ wait_for 15 nrunning 4
 mapfile -t CGS < <(running_cgs)
 check "four execs run at once through the shim" test "${#CGS[@]}" = 4
 progs() { bpftool cgroup show "$1" 2>/dev/null | grep -c ' bk_'; }
-before=0; for c in "${CGS[@]}"; do [ "$(progs "$c")" = 6 ] && before=$((before + 1)); done
-check "before the kill: six programs on each of the four exec cgroups" test "$before" = 4
+before=0; for c in "${CGS[@]}"; do [ "$(progs "$c")" = 8 ] && before=$((before + 1)); done
+check "before the kill: eight programs on each of the four exec cgroups" test "$before" = 4
 KILLED_NS=$(date +%s%N)
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 rm -f "$T/admin.sock" "$SOCK"
@@ -65,7 +65,7 @@ n=0 bad=0
 for _ in $(seq 1 30); do
 	for c in "${CGS[@]}"; do
 		if grep -q . "$c/cgroup.procs" 2>/dev/null; then
-			n=$((n + 1)); [ "$(progs "$c")" = 6 ] || bad=$((bad + 1))
+			n=$((n + 1)); [ "$(progs "$c")" = 8 ] || bad=$((bad + 1))
 		fi
 	done
 	sleep 0.03

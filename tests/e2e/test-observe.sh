@@ -19,9 +19,9 @@ ep=$!
 for _ in $(seq 1 50); do ctl inspect ob1 > "$T/inspect.json" && [ "$(jq '[.live_execs[] | select(.processes >= 2)] | length' "$T/inspect.json")" -ge 1 ] && break; sleep 0.1; done
 cp "$T/inspect.json" "$T/last.json"
 check "inspect: one live exec" test "$(j '.live_execs | length')" = 1
-check "inspect: kernel says all six programs are attached" test "$(j '.live_execs[0].bpf_complete')" = true
+check "inspect: kernel says all eight programs are attached" test "$(j '.live_execs[0].bpf_complete')" = true
 check "inspect: attached program names read from the kernel" \
-	test "$(j '[.live_execs[0].bpf[].prog] | sort | join(",")')" = "bk_connect4,bk_connect6,bk_egress,bk_sendmsg4,bk_sendmsg6,bk_sock_create"
+	test "$(j '[.live_execs[0].bpf[].prog] | sort | join(",")')" = "bk_connect4,bk_connect6,bk_egress,bk_recvmsg4,bk_recvmsg6,bk_sendmsg4,bk_sendmsg6,bk_sock_create"
 check "inspect: exec netns holds only lo (netlink)" test "$(j '.live_execs[0].interfaces | join(",")')" = lo
 check "inspect: pids cap read back" test "$(j '.live_execs[0].pids_max')" = 256
 check "inspect: memory cap read back" test "$(j '.live_execs[0].memory_max')" = 536870912
@@ -33,8 +33,8 @@ CG=$(j '.live_execs[0].cgroup'); CGID=$(j '.live_execs[0].cgroup_id')
 # --- stock bpftool sees the same -----------------------------------------------------
 check "bpftool cgroup tree lists the exec cgroup with the bk_ programs" \
 	sh -c "bpftool cgroup tree $CG2 | grep -A8 '$(basename "$CG")' | grep -q bk_connect4"
-check "bpftool cgroup show: all six on the exec cgroup" test "$(bpftool cgroup show "$CG" | grep -c ' bk_')" = 6
-check "bpftool prog show names the programs" test "$(bpftool prog show | grep -cE 'name bk_(sock_create|connect4|connect6|sendmsg4|sendmsg6|egress)')" -ge 6
+check "bpftool cgroup show: all eight on the exec cgroup" test "$(bpftool cgroup show "$CG" | grep -c ' bk_')" = 8
+check "bpftool prog show names the programs" test "$(bpftool prog show | grep -cE 'name bk_(sock_create|connect4|connect6|sendmsg4|sendmsg6|egress|recvmsg4|recvmsg6)')" -ge 8
 # the entry of this exec's cgroup id (u64 key), in either form bpftool
 # prints: with BTF ("formatted": {"key": N}) or raw little-endian bytes
 # (["0x..", ...])
@@ -45,9 +45,9 @@ check "bpftool map dump pinned bk_policy has an entry for the exec's cgroup id $
 	'[.[] | select(.formatted.key == $id or .key == $id or .key == $le)] | length == 1' "$T/policy-dump.json"
 live_ok=1
 for cg in $(find $CG2/kubepods -name 'boxkite-exec-*' -type d); do
-	[ "$(bpftool cgroup show "$cg" | grep -c ' bk_')" = 6 ] || live_ok=0
+	[ "$(bpftool cgroup show "$cg" | grep -c ' bk_')" = 8 ] || live_ok=0
 done
-check "every live exec cgroup carries the six programs" test "$live_ok" = 1
+check "every live exec cgroup carries the eight programs" test "$live_ok" = 1
 kill $ep 2>/dev/null; wait $ep
 for _ in $(seq 1 100); do [ -z "$(exec_cgroups_left "$(sb ob1 pod_uid)")" ] && break; sleep 0.05; done
 
@@ -130,7 +130,7 @@ check "metrics parse and carry every required family ($(tail -1 "$T/metrics.chec
 printf 'X-Sidecar-Auth-Token: %s\n' "$(cat "$(sb ob1 token_file)")" > "$T/hdr"
 iso=$(nsenter --net="/run/netns/$(sb ob1 client_netns)" curl -sk --max-time 5 --pinnedpubkey "$(sb ob1 pin)" -H @"$T/hdr" "$(sb ob1 url)/isolation")
 check "GET /isolation through the shim reports the pod, from the kernel" \
-	jq -e '.pod == "ob1" and .layers.bpf and (.bpf_programs | length == 6)' <<< "$iso" >/dev/null
+	jq -e '.pod == "ob1" and .layers.bpf and (.bpf_programs | length == 8)' <<< "$iso" >/dev/null
 check "GET /isolation publishes the receipt key (the node's Ed25519 public key)" \
 	jq -e '(.receipt_key.key_id | length == 64) and (.receipt_key.public_key | startswith("-----BEGIN PUBLIC KEY-----"))' <<< "$iso" >/dev/null
 met=$(nsenter --net="/run/netns/$(sb ob1 client_netns)" curl -sk --max-time 5 --pinnedpubkey "$(sb ob1 pin)" -H @"$T/hdr" "$(sb ob1 url)/metrics")

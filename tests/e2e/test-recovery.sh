@@ -35,13 +35,13 @@ check "the long exec is running" test -n "$cg"
 sample() { # count attached boxkite programs on the exec cgroup
 	bpftool cgroup show "$cg" 2>/dev/null | grep -c ' bk_'
 }
-check "before the kill: 6 programs on the exec cgroup" test "$(sample)" = 6
+check "before the kill: 8 programs on the exec cgroup" test "$(sample)" = 8
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 rm -f "$T/admin.sock" "$SOCK"
 bad=0 n=0
 for _ in $(seq 1 40); do
 	if grep -q . "$cg/cgroup.procs" 2>/dev/null; then
-		n=$((n + 1)); [ "$(sample)" = 6 ] || bad=$((bad + 1))
+		n=$((n + 1)); [ "$(sample)" = 8 ] || bad=$((bad + 1))
 	fi
 	sleep 0.025
 done

@@ -92,8 +92,8 @@ ctl inspect vf-iso > "$T/insp.json"
 POD_CG=$(find "$CG2" -maxdepth 4 -type d -name "pod$(sb vf-iso pod_uid)" | head -1)
 check "report: layers.cgroup true, with the pod cgroup's id as the kernel has it" \
 	test "$(jq -r '"\(.layers.cgroup) \(.layer_evidence.cgroup.cgroup_id)"' "$T/insp.json")" = "true $(stat -c %i "$POD_CG")"
-check "report: layers.bpf true: six programs pinned as loaded, the policy map open ($(jq -c .layer_evidence.bpf "$T/insp.json"))" \
-	jq -e '.layers.bpf and .layer_evidence.bpf.programs_pinned == 6 and .layer_evidence.bpf.policy_map' "$T/insp.json" >/dev/null
+check "report: layers.bpf true: eight programs pinned as loaded, the policy map open ($(jq -c .layer_evidence.bpf "$T/insp.json"))" \
+	jq -e '.layers.bpf and .layer_evidence.bpf.programs_pinned == 8 and .layer_evidence.bpf.policy_map' "$T/insp.json" >/dev/null
 check "report: layers.netns fresh, from the self-test's namespace ($(jq -c .layer_evidence.netns "$T/insp.json"))" \
 	jq -e '.layers.netns == "fresh" and (.layer_evidence.netns.fresh_interfaces == ["lo"]) and .layer_evidence.netns.checked_unix > 0' "$T/insp.json" >/dev/null
 # a pinned program removed behind the agent's back: the report says so
@@ -102,7 +102,7 @@ rm -f "$BPFFS/bk_connect4"
 ctl inspect vf-iso > "$T/insp2.json"
 bpftool prog pin id "$PID4" "$BPFFS/bk_connect4"
 check "report: a program unpinned with rm: layers.bpf false ($(jq -c .layer_evidence.bpf "$T/insp2.json"))" \
-	jq -e '(.layers.bpf | not) and .layer_evidence.bpf.programs_pinned == 5' "$T/insp2.json" >/dev/null
+	jq -e '(.layers.bpf | not) and .layer_evidence.bpf.programs_pinned == 7' "$T/insp2.json" >/dev/null
 check "report: pinned again: layers.bpf true" sh -c "$CTL --admin-socket $T/admin.sock inspect vf-iso | jq -e .layers.bpf >/dev/null"
 
 # --- inspect during a live exec: its limits and programs as the kernel holds them ---

@@ -2,7 +2,7 @@
 # Warm exec slots (issue 16): execs made ahead of their requests, with the
 # agent's defaults (exec.warm_slots 2). What the test holds them to, read
 # from the kernel: a slot is made after a pod's exec, carries every layer
-# before its request (its own cgroups, the six BPF programs, a fresh
+# before its request (its own cgroups, every BPF program, a fresh
 # network namespace, a parked child); the request that takes it gets a
 # complete receipt read back as for an exec made on request; a slot serves
 # one exec, never two (cgroup, namespace, IPC and pid namespace all new);
@@ -20,22 +20,24 @@ slots() { slot_cgroups "$PUID" | wc -l; }
 wait_slots() { for _ in $(seq 1 $((60 * TIME_SCALE))); do [ "$(slots)" -ge "$1" ] && return 0; sleep 0.05; done; return 1; }
 
 bk_exec w1 -- true
+NPROGS=$(j '.isolation.bpf | length')   # every program of the agent's object (the first exec's receipt)
+check "its receipt names the agent's programs ($NPROGS, read back from the exec cgroup)" test "${NPROGS:-0}" -ge 6
 check "the pod's first exec is made on request" test "$(j .isolation.made)" = on_request
 check "then two slots are made for the pod (exec.warm_slots 2)" wait_slots 2
 check "  ... and no more" test "$(slots)" = 2
 ctl status > "$T/st.json"
 check "status counts them (warm_slots.ready 2, per_pod 2)" \
 	jq -e '.warm_slots.ready == 2 and .warm_slots.per_pod == 2 and .warm_slots.made >= 2' "$T/st.json"
-# each slot, before any request: its own cgroups with the caps, the six
+# each slot, before any request: its own cgroups with the caps, every
 # programs, a parked child in a fresh network namespace with lo alone
 held=1; lone=1; caps=1
 for cg in $(slot_cgroups "$PUID"); do
-	[ "$(bpftool cgroup show "$cg" | grep -c ' bk_')" = 6 ] || held=0
+	[ "$(bpftool cgroup show "$cg" | grep -c ' bk_')" = "$NPROGS" ] || held=0
 	p=$(for q in $(cat "$cg/cgroup.procs"); do [ "$(cat /proc/$q/comm)" = boxkite-slot ] && echo "$q"; done | head -1)
 	[ "$(nsenter -t "$p" -n ip -o link show | awk -F': ' '{print $2}' | xargs)" = lo ] || lone=0
 	[ "$(readlink /proc/$p/ns/net)" != "$(readlink /proc/1/ns/net)" ] || lone=0
 done
-check "every slot's cgroup carries the six programs before its request" test "$held" = 1
+check "every slot's cgroup carries the $NPROGS programs before its request" test "$held" = 1
 check "every slot's child is parked in a network namespace with lo alone" test "$lone" = 1
 before=$(slot_cgroups "$PUID" | xargs)
 
@@ -52,8 +54,8 @@ sed 's/^/# exec: /' "$T/ids"
 check "an exec after them took a slot made ahead (isolation.made: ahead)" test "$(J .isolation.made)" = ahead
 check "  ... one of the slots that were there before its request" \
 	grep -qw "$(basename "$(J .isolation.cgroup)")" <<< "$(for c in $before; do basename "$c"; done)"
-check "  ... its receipt: fresh netns with lo alone, six programs held to the end, caps read back" \
-	jq -e '.isolation.netns == "fresh" and .isolation.interfaces == ["lo"] and (.isolation.bpf | length) == 6
+check "  ... its receipt: fresh netns with lo alone, $NPROGS programs held to the end, caps read back" \
+	jq -e --argjson np "$NPROGS" '.isolation.netns == "fresh" and .isolation.interfaces == ["lo"] and (.isolation.bpf | length) == $np
 		and .isolation.bpf_held_to_end and .isolation.pids_max == 256 and .isolation.seccomp.mode == 2
 		and .isolation.seccomp.filters >= 1 and .isolation.no_new_privs and .isolation.capabilities == 0
 		and .isolation.process.source == "proc_status_after_execve" and (.isolation.policy_rules | length) > 0' "$T/warm1.json"

@@ -68,6 +68,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(c.n_mask_features >= 0 && c.n_mask_features <= BK_MAX_MASKED, "n_mask_features %d",
 		      c.n_mask_features);
 		CHECK(c.n_mask_features == 0 || c.allow_unsafe, "testing.mask_features without testing.allow_unsafe");
+		/* every allow_domains name accepted is a valid one, of a
+		 * pod-network profile without raw DNS */
+		for (int i = 0; i < c.policy.n; i++) {
+			const struct bk_profile *p = &c.policy.prof[i];
+			CHECK(p->n_domains >= 0 && p->n_domains <= BK_MAX_DOMAINS, "n_domains %d", p->n_domains);
+			CHECK(!p->n_domains || (!p->fresh_netns && !p->dns && !p->dns_tcp),
+			      "profile %s: allow_domains with a fresh netns or raw DNS", p->name);
+			for (int k = 0; k < p->n_domains; k++) {
+				const char *why = NULL;
+				check_str(p->domains[k].name, sizeof(p->domains[k].name), "domain", true);
+				CHECK(bk_domain_check(p->domains[k].name, &why) == 0, "accepted domain \"%s\": %s",
+				      p->domains[k].name, why);
+				CHECK(p->domains[k].n_ports >= 1 && p->domains[k].n_ports <= BK_DOMAIN_PORTS, "n_ports %d",
+				      p->domains[k].n_ports);
+			}
+		}
 		for (int i = 0; i < c.n_mask_features; i++) {
 			check_str(c.mask_features[i], sizeof(c.mask_features[i]), "mask_features entry", true);
 			for (const char *q = c.mask_features[i]; *q; q++)

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 OUT=${FUZZ_OUT:-$ROOT/build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe shimreply filewire rxbound"
+ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe shimreply filewire rxbound dns"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
 
 CC=${FUZZ_CC:-}
@@ -42,6 +42,7 @@ srcs_of() {
 	frame) echo lib/proto.c lib/util.c ;;
 	cgroup | state) echo agent/caller/identity.c lib/util.c ;;
 	text) echo agent/parse/text.c ;;
+	dns) echo agent/parse/dns.c ;;
 	cmdparse) echo agent/parse/cmdparse.c agent/parse/cmdlex.c agent/parse/vpath.c ;;
 	vpath) echo agent/parse/vpath.c ;;
 	rxbound) echo agent/parse/rxbound.c lib/err.c lib/util.c ;;

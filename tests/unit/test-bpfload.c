@@ -235,8 +235,8 @@ int main(void)
 	struct utsname u;
 	uname(&u);
 	print_message("kernel %s\n", u.release);
-	static const char *names[] = { "bk_sock_create", "bk_connect4", "bk_connect6",
-				       "bk_sendmsg4",    "bk_sendmsg6", "bk_egress" };
+	static const char *names[] = { "bk_sock_create", "bk_connect4", "bk_connect6", "bk_sendmsg4",
+				       "bk_sendmsg6",    "bk_egress",   "bk_recvmsg4", "bk_recvmsg6" };
 	static char tname[2][ARRAY_SIZE(names)][64];
 	struct CMUnitTest tests[2 * ARRAY_SIZE(names) + 2];
 	size_t k = 0;

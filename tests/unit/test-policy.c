@@ -170,6 +170,165 @@ static void profiles_refused(void **st)
 	free(c);
 }
 
+/* allow_domains names: what is accepted, and why each refusal is one */
+static void domain_names(void **st)
+{
+	static const char *good[] = {
+		"pypi.org", "*.pythonhosted.org", "files.pythonhosted.org", "xn--bcher-kva.example", "a.b.c.d.e.f",
+		"x1.io", "123.example.com", "a-b.example", "*.a.b",
+		/* 63-byte label */
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.example",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		const char *why = NULL;
+		if (bk_domain_check(good[i], &why) != 0)
+			fail_msg("refused \"%s\": %s", good[i], why);
+	}
+	static const struct {
+		const char *name, *why; /* a word of the reason */
+	} bad[] = {
+		{ "", "empty" },
+		{ "PyPI.org", "lowercase" },
+		{ "pypi.org.", "trailing dot" },
+		{ "a..b", "empty label" },
+		{ ".pypi.org", "empty label" },
+		{ "*.", "trailing dot" },
+		{ "*..a.org", "empty label" },
+		{ "*", "whole first label" },
+		{ "*pypi.org", "whole first label" },
+		{ "a.*.org", "first label" },
+		{ "*.*.org", "first label" },
+		{ "files.*", "first label" },
+		{ "*.org", "too broad" },
+		{ "localhost", "single label" },
+		{ "bücher.example", "A-label" },
+		{ "under_score.example", "a-z, 0-9" },
+		{ "sp ace.example", "a-z, 0-9" },
+		{ "-lead.example", "starts nor ends" },
+		{ "trail-.example", "starts nor ends" },
+		{ "ab--cd.example", "xn--" },
+		{ "1.2.3.4", "address" },
+		{ "*.10.0.0", "address" },
+		{ "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.example", "63" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		const char *why = NULL;
+		if (bk_domain_check(bad[i].name, &why) != -EINVAL)
+			fail_msg("accepted \"%s\"", bad[i].name);
+		if (!strstr(why, bad[i].why))
+			fail_msg("\"%s\": reason \"%s\" lacks \"%s\"", bad[i].name, why, bad[i].why);
+	}
+	/* 253 bytes pass, 254 do not */
+	char n[300];
+	memset(n, 0, sizeof(n));
+	for (int i = 0; i < 4; i++)
+		memset(n + i * 64, 'a', 63), n[i * 64 + 63] = '.';
+	n[253] = '\0'; /* 4 labels: 63+1+63+1+63+1+61 */
+	n[252] = 'z';
+	const char *why = NULL;
+	assert_int_equal(strlen(n), 253);
+	assert_int_equal(bk_domain_check(n, &why), 0);
+	n[253] = 'z';
+	n[254] = '\0';
+	assert_int_equal(bk_domain_check(n, &why), -EINVAL);
+	assert_non_null(strstr(why, "253"));
+}
+
+/* which query names an allow_domains entry admits */
+static void domain_matching(void **st)
+{
+	struct bk_config *c = calloc(1, sizeof(*c));
+	assert_int_equal(parse(c, "{\"profiles\":{\"pkgs\":{\"allow_domains\":["
+				  "{\"name\":\"pypi.org\",\"ports\":\"443\"},"
+				  "{\"name\":\"*.pythonhosted.org\",\"ports\":\"443,8000-8100\",\"proto\":\"any\"}]}}}"),
+			 0);
+	const struct bk_profile *p = bk_policy_find(&c->policy, "pkgs");
+	assert_non_null(p);
+	assert_int_equal(p->n_domains, 2);
+	assert_false(p->fresh_netns); /* names: the pod's network */
+	assert_false(p->dns);         /* no raw DNS to the pod's resolvers */
+	assert_int_equal(p->domains[1].n_ports, 2);
+	assert_int_equal(p->domains[1].protos, BK_PROTO_TCP | BK_PROTO_UDP);
+	assert_int_equal(p->domains[0].protos, BK_PROTO_TCP);
+	static const struct {
+		const char *q;
+		int rule; /* -1: none */
+	} cases[] = {
+		{ "pypi.org", 0 },          { "PyPI.Org.", 0 },           { "pypi.org.", 0 },
+		{ "www.pypi.org", -1 },     { "pypi.org.evil.com", -1 },  { "xpypi.org", -1 },
+		{ "pythonhosted.org", -1 }, /* a wildcard never admits its suffix itself */
+		{ "files.pythonhosted.org", 1 }, { "a.b.pythonhosted.org", 1 }, { "FILES.pythonhosted.org.", 1 },
+		{ "filespythonhosted.org", -1 }, { ".pythonhosted.org", -1 }, { "pythonhosted.org.evil", -1 },
+		{ "", -1 },                 { ".", -1 },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const struct bk_domain_rule *r = bk_policy_domain(p, cases[i].q);
+		int got = r ? (int)(r - p->domains) : -1;
+		if (got != cases[i].rule)
+			fail_msg("\"%s\": rule %d, expected %d", cases[i].q, got, cases[i].rule);
+	}
+	char txt[8192];
+	assert_true(bk_policy_canon(&c->policy, p, txt, sizeof(txt)) > 0);
+	assert_non_null(strstr(txt, "domain pypi.org tcp 443-443\n"));
+	assert_non_null(strstr(txt, "domain *.pythonhosted.org any 443-443,8000-8100\n"));
+	free(c);
+}
+
+/* a refused allow_domains config names the profile and the offending entry */
+static void domains_refused(void **st)
+{
+	struct bk_config *c = calloc(1, sizeof(*c));
+	static const struct {
+		const char *json, *says;
+	} bad[] = {
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[{\"name\":\"a.*.org\",\"ports\":\"443\"}]}}}",
+		  "profile p: allow_domains entry \"a.*.org\": a wildcard only as the whole first label" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[{\"name\":\"a..org\",\"ports\":\"443\"}]}}}",
+		  "entry \"a..org\": an empty label" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[{\"name\":\"Pypi.org\",\"ports\":\"443\"}]}}}",
+		  "entry \"Pypi.org\": names are lowercase" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[{\"name\":\"pypi.org\"}]}}}", "entry \"pypi.org\": ports" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[{\"name\":\"pypi.org\",\"ports\":\"0\"}]}}}",
+		  "entry \"pypi.org\": ports" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[{\"name\":\"pypi.org\",\"ports\":\"1,2,3,4,5,6,7,8,9\"}]}}}",
+		  "at most 8 ranges" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[{\"name\":\"pypi.org\",\"ports\":\"443\",\"proto\":\"icmp\"}]}}}",
+		  "entry \"pypi.org\": proto is tcp, udp or any" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[{\"name\":\"pypi.org\",\"ports\":\"443\",\"ttl\":5}]}}}",
+		  "entry \"pypi.org\": unknown key \"ttl\"" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[{\"name\":\"pypi.org\",\"ports\":\"443\"},"
+		  "{\"name\":\"pypi.org\",\"ports\":\"80\"}]}}}",
+		  "entry \"pypi.org\" is listed twice" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[\"pypi.org\"]}}}", "allow_domains entry 0: an object" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[{\"name\":\"a.org\",\"ports\":\"1\"},{\"name\":7}]}}}",
+		  "allow_domains entry 1: an object" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":[]}}}", "non-empty array" },
+		{ "{\"profiles\":{\"p\":{\"allow_domains\":{\"name\":\"pypi.org\"}}}}", "non-empty array" },
+		{ "{\"profiles\":{\"p\":{\"dns\":true,\"allow_domains\":[{\"name\":\"pypi.org\",\"ports\":\"443\"}]}}}",
+		  "leave out \"dns\"" },
+		{ "{\"profiles\":{\"p\":{\"netns\":\"fresh\",\"allow_domains\":[{\"name\":\"pypi.org\",\"ports\":\"443\"}]}}}",
+		  "the pod's network" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char err[512] = "";
+		bk_config_defaults(c);
+		int r = bk_config_parse(c, bad[i].json, strlen(bad[i].json), err, sizeof(err));
+		if (r != -EINVAL || !strstr(err, bad[i].says))
+			fail_msg("%s: %d \"%s\", expected \"%s\"", bad[i].json, r, err, bad[i].says);
+	}
+	/* more than BK_MAX_DOMAINS entries */
+	char big[8192] = "{\"profiles\":{\"p\":{\"allow_domains\":[";
+	for (int i = 0; i <= BK_MAX_DOMAINS; i++)
+		snprintf(big + strlen(big), sizeof(big) - strlen(big), "%s{\"name\":\"n%d.example\",\"ports\":\"443\"}",
+			 i ? "," : "", i);
+	strcat(big, "]}}}");
+	char err[512] = "";
+	bk_config_defaults(c);
+	assert_int_equal(bk_config_parse(c, big, strlen(big), err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "entry \"n32.example\": more than 32 entries"));
+	free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -178,6 +337,9 @@ int main(void)
 		cmocka_unit_test(profiles_and_selection),
 		cmocka_unit_test(profiles_refused),
 		cmocka_unit_test(admits),
+		cmocka_unit_test(domain_names),
+		cmocka_unit_test(domain_matching),
+		cmocka_unit_test(domains_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,7 +72,7 @@ case $name in 6.1|6.12|7) ;; *) echo "usage: $0 6.1|6.12|7" >&2; exit 2 ;; esac
 # embedded-IPv4 forms and the DNS query check, pod limits, file helper limits,
 # and of issue 14: verify's four outcomes, the read-back and signed receipts,
 # the protections no other test checked.
-SET_full="test-identity test-exec test-egress test-files test-observe test-verify test-recovery test-stale test-seccomp test-egress-forms test-podlimits test-filelimits test-receipts test-limits test-protections"
+SET_full="test-identity test-exec test-egress test-files test-observe test-verify test-recovery test-stale test-seccomp test-egress-forms test-podlimits test-filelimits test-receipts test-limits test-protections test-dns"
 SET_check="test-identity test-exec test-egress test-observe test-recovery"
 case ${BK_VM_SET:-full} in
 full) tests=$SET_full; limit=3600 ;;
