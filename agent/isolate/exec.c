@@ -121,14 +121,15 @@ static bool landlock_on(const struct exec_ctx *x) { return x->req->landlock && x
  * steps after the last of these (child.h). A layer turned off by the
  * operator (layers.netns/bpf/landlock) or not wanted by this exec (a
  * profile in the pod's network namespace, a session without allowed
- * commands) is skipped by its `when`. */
+ * commands) is skipped by its `when`. The first ones do not depend on the
+ * request: a warm slot (warm.h) takes them ahead of it. */
 static const struct step {
 	const char *layer;                      /* named by a failure of the step */
 	int (*run)(struct exec_ctx *);
 	bool (*when)(const struct exec_ctx *);  /* NULL: always */
 	int phase;                              /* timed in res->t_us[phase] */
 	struct bk_fault fault;                  /* testing.fault that fails it */
-} steps[] = {
+} ahead_steps[] = {
 	{ "container", bk_step_sandbox_user, .phase = BK_PH_CGROUP },
 	{ "cgroup",    bk_step_cgroup,       .phase = BK_PH_CGROUP,
 	  .fault = { "cgroup", EACCES, "injected fault: exec cgroup creation refused" } },
@@ -136,26 +137,23 @@ static const struct step {
 	{ "bpf",       bk_step_bpf,          .when = bpf_on, .phase = BK_PH_BPF,
 	  .fault = { "bpf", EPERM, "injected fault: BPF attach refused" } },
 	{ "netns",     bk_step_netns,        .when = fresh_netns, .phase = BK_PH_NETNS },
+};
+
+/* Then, for an exec made on request: the session's execute allowlist and
+ * the child, which goes through to the command ... */
+static const struct step request_steps[] = {
 	{ "landlock",  bk_step_landlock,     .when = landlock_on, .phase = BK_PH_LANDLOCK,
 	  .fault = { "landlock", EPERM, "injected fault" } },
 	{ "container", bk_step_spawn,        .phase = BK_PH_SPAWN },
 };
 
-/* A warm slot (warm.h) is made by the same steps, ahead of its request,
- * its child parked before the command ... */
+/* ... for a warm slot: the child, parked before the command ... */
 static const struct step park_steps[] = {
-	{ "container", bk_step_sandbox_user, .phase = BK_PH_CGROUP },
-	{ "cgroup",    bk_step_cgroup,       .phase = BK_PH_CGROUP,
-	  .fault = { "cgroup", EACCES, "injected fault: exec cgroup creation refused" } },
-	{ "cgroup",    bk_step_record,       .phase = BK_PH_CGROUP },
-	{ "bpf",       bk_step_bpf,          .when = bpf_on, .phase = BK_PH_BPF,
-	  .fault = { "bpf", EPERM, "injected fault: BPF attach refused" } },
-	{ "netns",     bk_step_netns,        .when = fresh_netns, .phase = BK_PH_NETNS },
 	{ "container", bk_step_park,         .phase = BK_PH_SPAWN },
 };
 
-/* ... and its request takes the rest: the session's execute allowlist,
- * its denial events, the command. */
+/* ... and for the request that takes the slot: the session's execute
+ * allowlist, its denial events, the command. */
 static const struct step take_steps_warm[] = {
 	{ "landlock",  bk_step_landlock,     .when = landlock_on, .phase = BK_PH_LANDLOCK,
 	  .fault = { "landlock", EPERM, "injected fault" } },
@@ -531,7 +529,9 @@ static int park_slot(struct bk_engine *e, struct bk_warm_slot *w)
 	if (id[0])
 		memcpy(w->res.exec_id, id, sizeof(id));
 	x->warm_prep = true;
-	int r = take_steps(x, park_steps, ARRAY_SIZE(park_steps));
+	int r = take_steps(x, ahead_steps, ARRAY_SIZE(ahead_steps));
+	if (r == 0)
+		r = take_steps(x, park_steps, ARRAY_SIZE(park_steps));
 	if (r == 0)
 		setup_done(x);
 	return r;
@@ -566,7 +566,9 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 	}
 	if (!w) {
 		exec_ctx_init(&x, e, pod, req, res);
-		r = take_steps(&x, steps, ARRAY_SIZE(steps));
+		r = take_steps(&x, ahead_steps, ARRAY_SIZE(ahead_steps));
+		if (r == 0)
+			r = take_steps(&x, request_steps, ARRAY_SIZE(request_steps));
 	}
 	if (r == 0) {
 		setup_done(&x);
