@@ -22,7 +22,7 @@ i1=$(jq .isolation.netns_inode "$T/c1.json"); i2=$(jq .isolation.netns_inode "$T
 podino=$(stat -L -c %i "/run/netns/$PODNS")
 check "netns inode differs per exec" test "$i1" != "$i2"
 check "netns inode differs from the pod's" sh -c "test $i1 != $podino && test $i2 != $podino"
-check "receipt names 6 attached BPF programs" test "$(j '.isolation.bpf | length')" = 6
+check "receipt names the 8 attached BPF programs" test "$(j '.isolation.bpf | length')" = 8
 check "receipt: pids and memory caps" test "$(j '.isolation.pids_max') $(j '.isolation.memory_max')" = "256 536870912"
 check_on hybrid "receipt: v1 pids and memory cgroups used on this hybrid host" \
 	sh -c "jq -e '.isolation.cgroup_pids_v1 and .isolation.cgroup_memory_v1' $T/last.json >/dev/null"
