@@ -457,8 +457,11 @@ static int flush_out(struct exec_stream *s, int k, size_t c, bool final, bool ta
 	char *piece = malloc(c + 1);
 	if (!piece)
 		return -ENOMEM;
-	memcpy(piece, o->raw, c);
-	memmove(o->raw, o->raw + c, o->rawlen - c);
+	/* (a stream with nothing kept back has no buffer yet) */
+	if (c)
+		memcpy(piece, o->raw, c);
+	if (o->rawlen > c)
+		memmove(o->raw, o->raw + c, o->rawlen - c);
 	o->rawlen -= c;
 	size_t pl = c;
 	piece = bk_redact_named(piece, &pl, ea->secret_values, ea->secret_labels, ea->nsecrets, tail_partial);
