@@ -213,7 +213,9 @@ for _ in $(seq 1 200); do [ -s "/proc/$SBPID/root/tmp/resolv.mine" ] && break; s
 epid=
 for _ in $(seq 1 100); do lcg=$(live_exec_cg "$(sb pdns pod_uid)"); [ -n "$lcg" ] && break; sleep 0.05; done
 for p in $(cat "$lcg/cgroup.procs" 2>/dev/null); do
-	m=$(readlink "/proc/$p/ns/mnt" 2>/dev/null) && [ "$m" != "$SBNS" ] && [ "$m" != "$MYNS" ] && epid=$p
+	# the first such process: the command's shell (a later one may be a
+	# short-lived child, gone before nsenter opens it)
+	m=$(readlink "/proc/$p/ns/mnt" 2>/dev/null) && [ "$m" != "$SBNS" ] && [ "$m" != "$MYNS" ] && [ -z "$epid" ] && epid=$p
 done
 if [ -n "$epid" ]; then
 	nsenter -t "$epid" -m mount --bind /tmp/resolv.mine /etc/resolv.conf || not_ok "bind a writable resolv.conf in the exec"
