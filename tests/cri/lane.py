@@ -104,6 +104,16 @@ def v2_root():
     return "/sys/fs/cgroup"
 
 
+def is_slot(d):
+    """A warm slot's cgroup (an exec made ahead of its request, its child
+    parked as boxkite-slot): the request that takes it runs in it."""
+    try:
+        return any(open(f"/proc/{p}/comm").read().strip() == "boxkite-slot"
+                   for p in open(d + "/cgroup.procs").read().split())
+    except OSError:
+        return False
+
+
 def exec_cgroup_dirs(pod_uid, exec_id="*"):
     """An exec's cgroup directories in every hierarchy (v2 and each v1)."""
     out = set()
@@ -185,7 +195,7 @@ def exec_running(pod_uid, seconds=5, exclude=()):
                 netns = os.readlink(f"/proc/{pids[0]}/ns/net") if pids else None
                 cmds = {p: open(f"/proc/{p}/cmdline").read() for p in pids}
                 # a warm slot (an exec made ahead, its child parked) is not a running exec
-                if any(open(f"/proc/{p}/comm").read().strip() == "boxkite-slot" for p in pids):
+                if is_slot(d):
                     continue
             except (OSError, IndexError):
                 continue
@@ -620,7 +630,8 @@ def pod_stop(lane, sb):
         res["r"] = lane.api(sb, "/exec", {"command": "sleep 20", "timeout": 25}, timeout=30)
     th = threading.Thread(target=longexec)
     th.start()
-    done = {os.path.basename(d)[len("boxkite-exec-"):] for d in exec_cgroup_dirs(sb.uid)}
+    # execs already there (not warm slots: the long exec may take one)
+    done = {os.path.basename(d)[len("boxkite-exec-"):] for d in exec_cgroup_dirs(sb.uid) if not is_slot(d)}
     ex = exec_running(sb.uid, exclude=done)
     # BK_CRI_BREAK=early: what is seen before the stop (shows the check failing)
     early = exec_left(ex) if ex and os.environ.get("BK_CRI_BREAK") == "early" else None
