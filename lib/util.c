@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "lib/util.h"
 
+#include <sys/random.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -72,6 +74,14 @@ int parse_u64(const char *s, uint64_t *out)
 	}
 	*out = v;
 	return 0;
+}
+
+void random_id(char *out, size_t len)
+{
+	uint8_t b[8];
+	if (getrandom(b, sizeof(b), 0) != sizeof(b))
+		memset(b, 0, sizeof(b));
+	snprintf(out, len, "%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]);
 }
 
 uint64_t now_ns(void)

@@ -68,6 +68,8 @@ int write_file_at(int dirfd, const char *path, const char *s);
 int parse_u64(const char *s, uint64_t *out);
 /* Monotonic time in nanoseconds. */
 uint64_t now_ns(void);
+/* 16 hex digits from getrandom (an exec's id) */
+void random_id(char *out, size_t len);
 /* CLOCK_MONOTONIC now plus ms, for pthread_cond_timedwait on a condition
  * variable set to that clock. */
 struct timespec mono_after_ms(unsigned ms);

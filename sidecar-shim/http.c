@@ -453,6 +453,19 @@ static bool is_transport_malformed(int e)
 	return e == -EPROTO || e == -EPROTONOSUPPORT || e == -EMSGSIZE || e == -EILSEQ;
 }
 
+/* An /exec answer (or a stream's exit event) in the metrics. */
+static void count_exec(const char *body, size_t len)
+{
+	cJSON *b = cJSON_ParseWithLength(body, len);
+	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(b, "exit_code");
+	pthread_mutex_lock(&metrics.lock);
+	metrics.exec_total++;
+	if (!cJSON_IsNumber(ec) || ec->valuedouble != 0)
+		metrics.exec_errors++;
+	pthread_mutex_unlock(&metrics.lock);
+	cJSON_Delete(b);
+}
+
 static enum MHD_Result forward_stream(struct shim *s, struct MHD_Connection *c, struct req *r, const char *frame,
 				      size_t n, unsigned exec_timeout);
 static bool wants_stream(const char *args, size_t len, unsigned *timeout_s);
@@ -500,16 +513,8 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
 		secrets_configured(args, args_len);      /* the new session's secret_names */
 		upstream_health_invalidate(&s->upstream); /* /health: the new session id */
 	}
-	if (r->route->kind == R_EXEC && ar.status == 200) {
-		cJSON *b = cJSON_ParseWithLength(ar.body, ar.len);
-		const cJSON *ec = cJSON_GetObjectItemCaseSensitive(b, "exit_code");
-		pthread_mutex_lock(&metrics.lock);
-		metrics.exec_total++;
-		if (!cJSON_IsNumber(ec) || ec->valuedouble != 0)
-			metrics.exec_errors++;
-		pthread_mutex_unlock(&metrics.lock);
-		cJSON_Delete(b);
-	}
+	if (r->route->kind == R_EXEC && ar.status == 200)
+		count_exec(ar.body, ar.len);
 	return respond(s, c, r, ar.status, ar.content_type, ar.body, ar.len, true);
 }
 
@@ -543,18 +548,6 @@ static void stream_set_line(struct stream *st, char *body, size_t len)
 		st->len--;
 }
 
-/* The exit event: counted as a plain /exec's answer is. */
-static void stream_count(const char *body, size_t len)
-{
-	cJSON *b = cJSON_ParseWithLength(body, len);
-	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(b, "exit_code");
-	pthread_mutex_lock(&metrics.lock);
-	metrics.exec_total++;
-	if (!cJSON_IsNumber(ec) || ec->valuedouble != 0)
-		metrics.exec_errors++;
-	pthread_mutex_unlock(&metrics.lock);
-	cJSON_Delete(b);
-}
 
 /* A frame's body as one line (the body text plus "\n"); a last frame that
  * is not a 200 (the exec failed after it started) becomes
@@ -581,7 +574,7 @@ static char *stream_line(const char *resp, size_t rlen, bool *more, size_t *len)
 			return NULL;
 		ar.len = strlen(ar.body);
 	} else if (!ar.more) {
-		stream_count(ar.body, ar.len);
+		count_exec(ar.body, ar.len);
 	}
 	char *l = realloc(ar.body, ar.len + 2);
 	if (!l) {

@@ -16,7 +16,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <sys/wait.h>
 
 /* ---- engine ------------------------------------------------------------------ */
@@ -457,14 +456,6 @@ static void teardown(struct exec_ctx *x)
 
 /* ---- one exec ------------------------------------------------------------------ */
 
-static void new_exec_id(char *out, size_t len)
-{
-	uint8_t b[8];
-	if (getrandom(b, sizeof(b), 0) != sizeof(b))
-		memset(b, 0, sizeof(b));
-	snprintf(out, len, "%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]);
-}
-
 static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct bk_pod *pod,
 			  const struct bk_exec_req *req, struct bk_exec_result *res)
 {
@@ -483,7 +474,7 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	x->netns_fd = x->landlock_fd = x->pidfd = x->out_fd = x->err_fd = x->go_fd = x->info_fd = -1;
 
 	memset(res, 0, sizeof(*res));
-	new_exec_id(res->exec_id, sizeof(res->exec_id));
+	random_id(res->exec_id, sizeof(res->exec_id));
 	res->fresh_netns = x->fresh_netns;
 }
 

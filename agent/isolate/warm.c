@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
@@ -169,14 +168,6 @@ bool bk_warm_has(struct bk_engine *e, const char *exec_id)
 	return found;
 }
 
-static void new_id(char *out, size_t len)
-{
-	uint8_t b[8];
-	if (getrandom(b, sizeof(b), 0) != sizeof(b))
-		memset(b, 0, sizeof(b));
-	snprintf(out, len, "%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]);
-}
-
 void bk_warm_stats(struct bk_engine *e, struct bk_warm_stats *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -195,7 +186,7 @@ static void make(struct bk_warm *wm, struct want *t)
 	int r = -ENOMEM;
 	if (w) {
 		/* its id known before its cgroup exists (bk_warm_has) */
-		new_id(w->res.exec_id, sizeof(w->res.exec_id));
+		random_id(w->res.exec_id, sizeof(w->res.exec_id));
 		pthread_mutex_lock(&wm->lock);
 		snprintf(wm->making_id, sizeof(wm->making_id), "%s", w->res.exec_id);
 		pthread_mutex_unlock(&wm->lock);
