@@ -104,11 +104,14 @@ def v2_root():
     return "/sys/fs/cgroup"
 
 
-def is_slot(d):
-    """A warm slot's cgroup (an exec made ahead of its request, its child
-    parked as boxkite-slot): the request that takes it runs in it."""
+def runs_command(d):
+    """Whether the exec cgroup D holds a command: a process that is neither
+    the agent's (a child still taking its steps) nor a warm slot's (an exec
+    made ahead of its request: its child parked as boxkite-slot, later its
+    monitor boxkite-slotmon). A slot being made, or parked, holds none."""
     try:
-        return any(open(f"/proc/{p}/comm").read().strip() == "boxkite-slot"
+        return any(open(f"/proc/{p}/comm").read().strip() not in
+                   ("", "boxkite-agent", "boxkite-slot", "boxkite-slotmon")
                    for p in open(d + "/cgroup.procs").read().split())
     except OSError:
         return False
@@ -163,7 +166,7 @@ def netns_holders(ns):
     for p in glob.glob("/proc/[0-9]*"):
         try:
             if os.readlink(p + "/ns/net") == ns:
-                out.append("pid " + p[6:])
+                out.append(f"pid {p[6:]} ({open(p + '/comm').read().strip()})")
                 continue
             if os.path.basename(os.readlink(p + "/exe")) == "boxkite-agent":
                 continue
@@ -194,8 +197,8 @@ def exec_running(pod_uid, seconds=5, exclude=()):
                 links = cgroup_links(os.stat(d).st_ino)
                 netns = os.readlink(f"/proc/{pids[0]}/ns/net") if pids else None
                 cmds = {p: open(f"/proc/{p}/cmdline").read() for p in pids}
-                # a warm slot (an exec made ahead, its child parked) is not a running exec
-                if is_slot(d):
+                # a warm slot (made ahead, or being made) is not a running exec
+                if not runs_command(d):
                     continue
             except (OSError, IndexError):
                 continue
@@ -628,10 +631,11 @@ def pod_stop(lane, sb):
 
     def longexec():
         res["r"] = lane.api(sb, "/exec", {"command": "sleep 20", "timeout": 25}, timeout=30)
+    # execs already running a command, listed before the request is sent
+    # (not warm slots, parked or being made: the long exec may take one)
+    done = {os.path.basename(d)[len("boxkite-exec-"):] for d in exec_cgroup_dirs(sb.uid) if runs_command(d)}
     th = threading.Thread(target=longexec)
     th.start()
-    # execs already there (not warm slots: the long exec may take one)
-    done = {os.path.basename(d)[len("boxkite-exec-"):] for d in exec_cgroup_dirs(sb.uid) if not is_slot(d)}
     ex = exec_running(sb.uid, exclude=done)
     # BK_CRI_BREAK=early: what is seen before the stop (shows the check failing)
     early = exec_left(ex) if ex and os.environ.get("BK_CRI_BREAK") == "early" else None
@@ -643,6 +647,13 @@ def pod_stop(lane, sb):
     check(f"pod stopped during an exec: exec ended ({took:.1f} s); no exec process, cgroup "
           f"({len(ex['dirs']) if ex else 0} hierarchies), BPF link, policy entry, pin or netns left",
           not th.is_alive() and not left, left_summary(left) + f" r={json.dumps(res.get('r'))[:150]}")
+    if left and ex:
+        # what the agent said of the exec seen running and of the request
+        rid = (res.get("r") or {}).get("exec_id", "")
+        for x in lane.agent_log().splitlines():
+            if ex["id"] in x or (rid and rid in x):
+                print("# agent: " + x[:400])
+        print("# seen running: " + json.dumps({k: ex[k] for k in ("id", "procs", "netns")})[:400])
     cri.remove_pod(sb.id)
     del lane.pods[sb.name]
 
