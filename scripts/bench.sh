@@ -65,6 +65,14 @@ unsh=$(BK_BENCH_SAMPLES=$S/unshare.txt "$B" spawn "$N" unshare -n /bin/sh -c tru
 boxk=$(BK_BENCH_SAMPLES=$S/admin.txt "$B" exec "$D/admin.sock" "$NAME" "$N" 1)
 boxk2=$("$B" exec "$D/admin.sock" "$NAME" "$N" 2)
 runce=$(BK_BENCH_SAMPLES=$S/runc.txt "$B" spawn "$NRUNC" runc exec "$SID" /bin/sh -c true)
+# whole processes, as a script calls them: `boxkitectl exec` against the
+# reference sidecar's own mechanism (a fresh netns, then nsenter into the
+# sandbox container's mount and pid namespaces as the pod's user)
+SPID=$(runc state "$SID" | jq .pid)
+SUID=$(awk '/^Uid:/ {print $2}' "/proc/$SPID/status"); SGID=$(awk '/^Gid:/ {print $2}' "/proc/$SPID/status")
+NW=${BENCH_WHOLE_N:-$((N / 2))}
+ctlw=$("$B" spawn "$NW" "$BK_BIN/boxkitectl" --admin-socket "$D/admin.sock" exec "$NAME" -- true)
+nsw=$("$B" spawn "$NW" unshare -n nsenter -t "$SPID" -m -p -S "$SUID" -G "$SGID" sh -c true)
 # the same execs made on request (exec.warm_slots 0): a second agent, its own
 # pins and sockets, on the same pod, in the same minute — what warm slots
 # take off an exec
@@ -127,6 +135,8 @@ row "boxkite admin exec, paced" "$warm_p"
 row "  ... made on request (exec.warm_slots 0), paced" "$cold_p"
 row "boxkite admin exec, 2 clients" "$boxk2"
 row "runc exec into the same container" "$runce"
+row "boxkitectl exec NAME -- true (whole process)" "$ctlw"
+row "unshare -n nsenter -t PID -m -p -S -G (same)" "$nsw"
 hrow() { printf '%-44s %6s %10.1f %10.1f %9.1f %s\n' "$1" "$(jq .n <<<"$2")" "$(jq .p50_us <<<"$2")" "$(jq .p99_us <<<"$2")" "$(jq .per_sec <<<"$2")" "$3"; }
 hrow "HTTPS /exec via the shim, 1 client" "$https" "errors=$(jq .transport_errors <<<"$https")"
 row "admin exec again (same minute, for the ratio)" "$boxk_again"
@@ -153,6 +163,8 @@ printf 'paced: boxkite p50 / fork+exec = %5.2fx  (made on request / warm: %.2fx;
 	"$rpw" "$rpc" "$(echo "$(jq .p99_us <<<"$warm_p") / 1000" | bc -l)" "$(echo "$(jq .p99_us <<<"$cold_p") / 1000" | bc -l)"
 printf 'boxkite p99 / its p50         = %5.2fx   (target <= 3x: %s)\n' "$tail99" "$(verdict "$tail99 <= 3")"
 printf 'runc exec p50 / boxkite p50   = %5.2fx   (target >= 20x: %s)\n' "$r2" "$(verdict "$r2 >= 20")"
+rctl=$(echo "$(p50 "$ctlw") / $(p50 "$nsw")" | bc -l)
+printf 'boxkitectl exec / unshare+nsenter = %5.2fx (whole processes, p50; target < 1x: %s)\n' "$rctl" "$(verdict "$rctl < 1")"
 printf 'throughput, 2 clients         = %5.0f/s  (target >= 600/s: %s)\n' "$tp" "$(verdict "$tp >= 600")"
 printf '64 HTTPS clients / 2 clients  = %5.2f    (%.0f/s; target >= 0.9: %s; 429s: %d, target 0: %s)\n' \
 	"$r64" "$tp64" "$(verdict "$r64 >= 0.9")" "$n429" "$(verdict "$n429 == 0")"
