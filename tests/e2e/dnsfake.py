@@ -10,7 +10,7 @@ LOG = open(sys.argv[1], "a", buffering=1)
 TTL = {"short.pythonhosted.org": 2}
 A = {"pypi.org": "203.0.113.10", "cdn.pythonhosted.org": "203.0.113.11", "exfil.example.com": "203.0.113.12",
      "meta.pythonhosted.org": "169.254.169.254", "short.pythonhosted.org": "203.0.113.13",
-     "other.pythonhosted.org": "203.0.113.14"}
+     "other.pythonhosted.org": "203.0.113.14", "docs.example.org": "203.0.113.14"}
 AAAA = {"pypi.org": "2001:db8::10"}
 CNAME = {"files.pythonhosted.org": "cdn.pythonhosted.org", "evil.pythonhosted.org": "exfil.example.com"}
 
