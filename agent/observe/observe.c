@@ -3,6 +3,7 @@
 #include "agent/isolate/warm.h"
 #include "agent/parse/dns.h"
 #include "agent/parse/target.h"
+#include "agent/session/livepolicy.h"
 #include "agent/session/run.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -433,8 +434,10 @@ int bk_obs_pod_report(struct bk_agent *a, const struct bk_pod *p, bool with_node
 	snprintf(o->sandbox_id, sizeof(o->sandbox_id), "%s", p->sandbox.id);
 	o->uid = p->uid;
 	o->node_safe = a->node_safe;
-	const struct bk_profile *prof = bk_policy_select(&a->cfg.policy, p->pod_namespace, p->pod_name,
-							 p->policy_annotation, o->policy_error, sizeof(o->policy_error));
+	enum bk_profile_source src;
+	const struct bk_profile *prof = bk_session_profile(a, p, &src, o->policy_error, sizeof(o->policy_error));
+	o->policy_source = bk_profile_source_names[src];
+	o->policy_changed = bk_session_policy_change(p->pod_uid, &o->policy_change);
 	if (prof) {
 		o->have_policy = true;
 		snprintf(o->policy, sizeof(o->policy), "%s", prof->name);
@@ -896,8 +899,7 @@ int bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, double hold, int c
 	/* every target is probed under every profile, each with what the
 	 * profile expects of it */
 	char perr[256];
-	const struct bk_profile *prof =
-		bk_policy_select(&a->cfg.policy, p->pod_namespace, p->pod_name, p->policy_annotation, perr, sizeof(perr));
+	const struct bk_profile *prof = bk_session_profile(a, p, NULL, perr, sizeof(perr));
 	struct probe_target pt[BK_VERIFY_PROBES];
 	int nprobe = 0;
 	bool any_allowed = false;

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "agent/agent.h"
+#include "agent/session/livepolicy.h"
 #include "lib/err.h"
 
 /* ---- inspect / isolation ------------------------------------------------------------ */
@@ -109,6 +110,9 @@ struct bk_pod_report {
 	bool node_safe;
 	bool have_policy;                  /* else policy_error */
 	char policy[64];
+	const char *policy_source;         /* where the profile of new execs comes from: bk_profile_source_names[] */
+	bool policy_changed;               /* the agent saw it change (livepolicy.h): */
+	struct bk_profile_change policy_change;
 	char policy_error[256];
 	char profile_digest[65];
 	/* layers, each read back from the kernel (docs/api.md) */
