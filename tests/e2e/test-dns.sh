@@ -78,6 +78,13 @@ check "receipt: a resolved name with its address, read from bk_resolved" rules_h
 check "receipt: ... and the AAAA's" rules_has '^resolved pypi\.org 2001:db8::10 tcp 443-443 ttl [0-9]+s$'
 check "receipt: a name no answer resolved is not listed" sh -c "! jq -r '.isolation.policy_rules[]' $T/last.json | grep -q '^resolved example.com'"
 
+# an upstream answer truncated over UDP (TC): the proxy asks the same upstream over TCP
+probe big,udp,10.96.0.10,big.pythonhosted.org,1
+check "a truncated upstream answer is asked again over TCP and answered ($(result big))" \
+	test "$(result big)" = "rcode=0 from=10.96.0.10 a=203.0.113.15"
+check "  ... the upstream saw it over TCP" grep -q '^tcp big.pythonhosted.org 1$' "$T/upstream.log"
+check "  ... and its address went into bk_resolved" rules_has '^resolved big\.pythonhosted\.org 203\.0\.113\.15 tcp 443-443 ttl [0-9]+s$'
+
 # a burst of unique names under an allowed wildcard: the exec's query rate holds
 probe burst,burst,10.96.0.10,200,pythonhosted.org
 b=$(result burst)
