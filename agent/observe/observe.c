@@ -900,7 +900,7 @@ int bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, double hold, int c
 	 * profile expects of it */
 	char perr[256];
 	const struct bk_profile *prof = bk_session_profile(a, p, NULL, perr, sizeof(perr));
-	struct probe_target pt[BK_VERIFY_PROBES];
+	struct probe_target pt[BK_VERIFY_PROBES] = { 0 };
 	int nprobe = 0;
 	bool any_allowed = false;
 	for (int i = 0; i < 4; i++) {
