@@ -328,6 +328,6 @@ done
 dadd=$(echo "($(pct "$S/dns-proxy.txt" 0.5) - $(pct "$S/dns-direct.txt" 0.5)) / 1000" | bc -l)
 dset=$(echo "($(pct "$S/dns-proxy-true.txt" 0.5) - $(pct "$S/dns-direct-true.txt" 0.5)) / 1000" | bc -l)
 dres=$(grep -c '^cdn.pythonhosted.org 1$' "$D/upstream.log" || true)
-printf 'DNS proxy added, p50          = %5.2f ms  (resolve+connect exec, proxy - no proxy; %.2fx; of it the endpoint per exec: %.2f ms; %d errors; the upstream saw %d A queries; target <= 1 ms: %s)\n' \
+printf 'DNS proxy added, p50          = %5.2f ms  (resolve+connect exec, proxy - no proxy; %.2fx; of it the endpoint per exec: %.2f ms; %d errors; the fake upstream saw %d A queries from both; target <= 1 ms: %s)\n' \
 	"$dadd" "$(echo "$(pct "$S/dns-proxy.txt" 0.5) / $(pct "$S/dns-direct.txt" 0.5)" | bc -l)" "$dset" "$derrs" "$dres" \
 	"$(verdict "$dadd <= 1 && $derrs == 0")"
