@@ -29,6 +29,12 @@ cleanup() {
 	[ -n "$AGENT_PID" ] && kill -TERM "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID"
 	[ -n "$COLD_PID" ] && kill -TERM "$COLD_PID" 2>/dev/null && wait "$COLD_PID"
 	rm -rf /sys/fs/bpf/boxkite-bench-cold; rmdir "$CG2/boxkite-bench-cold-keepalive" 2>/dev/null
+	# the DNS block's (issue 17): its fake resolver and server, pods, namespaces, agent
+	for p in ${DNS_PIDS:-}; do kill "$p" 2>/dev/null; done
+	for n in ${DNS_PODS:-}; do "$BK_BIN/boxkitectl" sandbox delete "$n" >/dev/null 2>&1; done
+	for n in ${DNS_NETNS:-}; do ip netns del "$n" 2>/dev/null; done
+	[ -n "${DNS_AGENT:-}" ] && kill -TERM "$DNS_AGENT" 2>/dev/null && wait "$DNS_AGENT"
+	rm -rf /sys/fs/bpf/boxkite-bench-dns; rmdir "$CG2/boxkite-bench-dns-keepalive" 2>/dev/null
 	[ -n "$KEEP_PINS" ] || rm -rf /sys/fs/bpf/boxkite
 	[ -n "$KEEP_CG" ] || rmdir "$CG2/boxkite-keepalive" 2>/dev/null
 	rm -rf "$D"
@@ -257,3 +263,83 @@ printf '%-44s %6d %10.1f %10.1f\n' "streamed: time to first stdout byte" "$(jq .
 printf '%-44s %6d %10.1f %10.1f %s\n' "streamed: per-chunk latency (written->here)" "$(jq .chunk_n <<<"$strm")" "$(jq .chunk_p50_us <<<"$strm")" "$(jq .chunk_p99_us <<<"$strm")" "errors=$(jq .errors <<<"$strm")"
 rs=$(echo "$(jq .ttfb_p50_us <<<"$strm") / $(jq .plain_p50_us <<<"$strm")" | bc -l)
 printf 'stream TTFB p50 / plain p50    = %5.2fx   (target <= 1.2x: %s)\n' "$rs" "$(verdict "$rs <= 1.2")"
+
+# --- issue 17: the DNS proxy's cost. An exec that resolves a name and connects
+# to its address (bash: getaddrinfo, then a TCP connect), under an allow_domains
+# profile (its DNS goes through the agent's proxy; the address opens from the
+# answer) against the same exec under a pod-network profile that lets DNS go
+# straight to the pod's resolver and admits the address (no proxy). Both on
+# request (exec.warm_slots 0: allow_domains execs never take a warm slot), same
+# agent, interleaved in chunks. Test-made world only: a fake resolver
+# (tests/e2e/dnsfake.py: cdn.pythonhosted.org A 203.0.113.11) and a fake
+# server (tests/e2e/world.py) in namespaces made here, linked to the two pods.
+E2E=$(cd "$(dirname "$0")/../tests/e2e" && pwd)
+cat >"$D/dns.json" <<'JSON'
+{"exec":{"warm_slots":0},
+ "profiles":{"bdns":{"allow_domains":[{"name":"*.pythonhosted.org","ports":"443"}]},
+             "bnet":{"netns":"pod","dns":true,"allow":[{"cidr":"203.0.113.0/24","proto":"tcp","ports":"443"}]}}}
+JSON
+"$BK_BIN/boxkite-agent" --config "$D/dns.json" --socket "$D/dnsag/agent.sock" --admin-socket "$D/dns-admin.sock" \
+	--state-dir "$D/dns-state" --bpffs /sys/fs/bpf/boxkite-bench-dns --metrics 127.0.0.1:0 > "$D/dns-agent.log" 2>&1 &
+DNS_AGENT=$!
+for _ in $(seq 1 100); do [ -S "$D/dns-admin.sock" ] && break; sleep 0.05; done
+R=bkb-r$$; W=bkb-w$$
+DNS_NETNS="$R $W"
+for n in $R $W; do ip netns add "$n"; ip -n "$n" link set lo up; done
+ip -n "$R" addr add 10.96.0.10/32 dev lo
+ip -n "$W" addr add 203.0.113.11/32 dev lo
+nsenter --net="/run/netns/$R" python3 "$E2E/dnsfake.py" "$D/upstream.log" 10.96.0.10 >"$D/dnsfake.out" 2>&1 &
+DNS_PIDS=$!
+nsenter --net="/run/netns/$W" python3 "$E2E/world.py" >"$D/world.out" 2>&1 &
+DNS_PIDS="$DNS_PIDS $!"
+i=0
+for prof in bdns bnet; do
+	i=$((i + 1)); pod=bk-$prof-$$
+	DNS_PODS="${DNS_PODS:-} $pod"
+	"$BK_BIN/boxkitectl" sandbox create "$pod" --policy "$prof" --agent-socket "$D/dnsag/agent.sock" \
+		--shim-bin "$BK_BIN/boxkite-shim" >"$D/sb-$prof.json"
+	P=$(jq -r .pod_netns "$D/sb-$prof.json")
+	ip link add "bkbr$i$$" type veth peer name "bkbp$i$$"; ip link set "bkbr$i$$" netns "$R"; ip link set "bkbp$i$$" netns "$P"
+	ip -n "$R" addr add "198.18.$i.1/24" dev "bkbr$i$$"; ip -n "$R" link set "bkbr$i$$" up
+	ip -n "$P" addr add "198.18.$i.2/24" dev "bkbp$i$$"; ip -n "$P" link set "bkbp$i$$" up
+	ip -n "$P" route add 10.96.0.10/32 via "198.18.$i.1"
+	ip link add "bkbw$i$$" type veth peer name "bkbq$i$$"; ip link set "bkbw$i$$" netns "$W"; ip link set "bkbq$i$$" netns "$P"
+	ip -n "$W" addr add "198.19.$i.1/24" dev "bkbw$i$$"; ip -n "$W" link set "bkbw$i$$" up
+	ip -n "$P" addr add "198.19.$i.2/24" dev "bkbq$i$$"; ip -n "$P" link set "bkbq$i$$" up
+	ip -n "$P" route add 203.0.113.0/24 via "198.19.$i.1"
+done
+for _ in $(seq 1 50); do grep -q ready "$D/dnsfake.out" && grep -q ready "$D/world.out" && break; sleep 0.1; done
+# the name ends with a dot: absolute, no search domains tried (ndots:5)
+RC="bash -c 'exec 3<>/dev/tcp/cdn.pythonhosted.org./443'"
+DNSN=${BENCH_DNS_N:-300}
+CH=50
+: >"$S/dns-proxy.txt"; : >"$S/dns-direct.txt"; : >"$S/dns-proxy-true.txt"; : >"$S/dns-direct-true.txt"
+derrs=0
+for prof in bdns bnet; do BK_BENCH_CMD=$RC "$B" exec "$D/dns-admin.sock" "bk-$prof-$$" 20 1 >/dev/null; done
+for _ in $(seq 1 $(((DNSN + CH - 1) / CH))); do
+	for run in "bdns dns-proxy $RC" "bnet dns-direct $RC" "bdns dns-proxy-true true" "bnet dns-direct-true true"; do
+		read -r prof f cmd <<<"$run"
+		o=$(BK_BENCH_CMD=$cmd BK_BENCH_SAMPLES=$D/chunk.txt "$B" exec "$D/dns-admin.sock" "bk-$prof-$$" "$CH" 1)
+		cat "$D/chunk.txt" >>"$S/$f.txt"
+		derrs=$((derrs + $(jq .errors <<<"$o")))
+	done
+done
+# p50 / p99 in microseconds of a samples file
+pct() { sort -n "$1" | awk -v q="$2" '{ v[NR] = $1 } END { i = int(NR * q); if (i < 1) i = 1; printf "%.1f", v[i] }'; }
+echo
+printf '%-44s %6s %10s %10s\n' "DNS proxy (allow_domains), on request" n p50_us p99_us
+for f in dns-proxy dns-direct dns-proxy-true dns-direct-true; do
+	case $f in
+	dns-proxy) l="resolve+connect, allow_domains (proxy)" ;;
+	dns-direct) l="resolve+connect, pod network (no proxy)" ;;
+	dns-proxy-true) l="true, allow_domains (proxy endpoint)" ;;
+	dns-direct-true) l="true, pod network" ;;
+	esac
+	printf '%-44s %6d %10s %10s\n' "$l" "$(wc -l <"$S/$f.txt")" "$(pct "$S/$f.txt" 0.5)" "$(pct "$S/$f.txt" 0.99)"
+done
+dadd=$(echo "($(pct "$S/dns-proxy.txt" 0.5) - $(pct "$S/dns-direct.txt" 0.5)) / 1000" | bc -l)
+dset=$(echo "($(pct "$S/dns-proxy-true.txt" 0.5) - $(pct "$S/dns-direct-true.txt" 0.5)) / 1000" | bc -l)
+dres=$(grep -c '^cdn.pythonhosted.org 1$' "$D/upstream.log" || true)
+printf 'DNS proxy added, p50          = %5.2f ms  (resolve+connect exec, proxy - no proxy; %.2fx; of it the endpoint per exec: %.2f ms; %d errors; the fake upstream saw %d A queries from both; target <= 1 ms: %s)\n' \
+	"$dadd" "$(echo "$(pct "$S/dns-proxy.txt" 0.5) / $(pct "$S/dns-direct.txt" 0.5)" | bc -l)" "$dset" "$derrs" "$dres" \
+	"$(verdict "$dadd <= 1 && $derrs == 0")"

@@ -6,6 +6,7 @@
 #include "agent/api/api.h"
 #include "agent/api/op_observe.h"
 #include "agent/api/op_session.h"
+#include "agent/api/op_policy.h"
 #include "agent/api/op_files.h"
 #include "agent/session/session.h"
 #include "agent/observe/metrics.h"
@@ -106,6 +107,11 @@ static char *op_events(struct bk_agent *a, const struct bk_pod *p, const char *o
 	return bk_api_events(a, args, bk_api_client_fd);
 }
 
+static char *op_policy_set(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
+{
+	return bk_api_policy_set(a, p, args);
+}
+
 static char *op_tool_call(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args);
 
 #define POD_OP (BY_SHIM | BY_ADMIN | ON_POD)
@@ -129,6 +135,7 @@ static const struct op ops[] = {
 	{ "read_image", POD_OP, op_file },
 	{ "status", BY_ADMIN, op_status },
 	{ "events", BY_ADMIN, op_events },
+	{ "policy_set", BY_ADMIN | ON_POD, op_policy_set }, /* boxkitectl policy set NAME PROFILE */
 };
 
 /* Tool names of the reference sidecar's /tool-call that are not op names. */

@@ -137,6 +137,17 @@ static cJSON *pod_report_json(const struct bk_pod_report *r)
 	cJSON_AddStringToObject(o, "sandbox_container_id", r->sandbox_id);
 	cJSON_AddNumberToObject(o, "uid", r->uid);
 	cJSON_AddBoolToObject(o, "node_safe", r->node_safe);
+	/* live policy (session/livepolicy.h): where new execs' profile comes
+	 * from, and the last change this agent saw */
+	if (r->policy_source)
+		cJSON_AddStringToObject(o, "policy_source", r->policy_source);
+	if (r->policy_changed) {
+		cJSON *pc = cJSON_AddObjectToObject(o, "policy_change");
+		cJSON_AddStringToObject(pc, "from", r->policy_change.from);
+		cJSON_AddStringToObject(pc, "to", r->policy_change.to);
+		cJSON_AddStringToObject(pc, "by", r->policy_change.by);
+		cJSON_AddNumberToObject(pc, "at", (double)r->policy_change.at);
+	}
 	if (r->have_policy) {
 		cJSON_AddStringToObject(o, "policy", r->policy);
 		cJSON_AddStringToObject(o, "profile_digest", r->profile_digest);

@@ -30,6 +30,8 @@ static const char synopsis[] =
 	"  status\n"
 	"  inspect NAME\n"
 	"  verify NAME [--hold S] [--json]\n"
+	"  policy set NAME PROFILE\n"
+	"  policy unset NAME\n"
 	"  ready\n"
 	"  events [--follow] [--pod NAME] [--json] [--last N]\n"
 	"  top [--interval S] [-n N] [--json]\n"
@@ -84,6 +86,13 @@ static const struct {
 	  "probe ended as the profile expects.\n"
 	  "  --hold S   keep the context this many seconds before tearing it down\n"
 	  "  --json     print the agent's answer as one JSON object\n" },
+	{ "policy",
+	  "The egress profile of sandbox NAME's new execs, changed while it runs (an operator's\n"
+	  "override on this node; it wins over the pod's boxkite.dev/egress-policy annotation\n"
+	  "and survives an agent restart). Execs already running keep the profile they started\n"
+	  "with. Prints {\"pod\",\"namespace\",\"pod_uid\",\"old\",\"new\",\"running_execs\"}.\n"
+	  "  set NAME PROFILE   new execs of NAME get PROFILE (one of the node config's)\n"
+	  "  unset NAME         remove the override: annotation, selectors, default apply again\n" },
 	{ "ready", "Prints \"ready\" and exits 0 when the agent answers and its node self-test passed;\n"
 		   "\"not ready\" and exit 1 otherwise.\n" },
 	{ "events",
@@ -437,6 +446,28 @@ static cJSON *admin_call_ok(const char *op, cJSON *args)
 		return NULL;
 	}
 	return resp;
+}
+
+static int cmd_policy(int argc, char **argv)
+{
+	bool set = argc == 4 && streq(argv[1], "set");
+	bool unset = argc == 3 && streq(argv[1], "unset");
+	if (!set && !unset)
+		return bad_usage("policy", "policy set NAME PROFILE, or policy unset NAME", NULL);
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "sandbox", argv[2]);
+	if (set)
+		cJSON_AddStringToObject(args, "profile", argv[3]);
+	else
+		cJSON_AddNullToObject(args, "profile");
+	cJSON *resp = admin_call_ok("policy_set", args);
+	if (!resp)
+		return 1;
+	char *t = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(resp, "body"));
+	puts(t);
+	free(t);
+	cJSON_Delete(resp);
+	return 0;
 }
 
 static int cmd_inspect(int argc, char **argv)
@@ -881,6 +912,8 @@ int main(int argc, char **argv)
 		return cmd_inspect(argc, argv);
 	if (streq(cmd, "verify"))
 		return cmd_verify(argc, argv);
+	if (streq(cmd, "policy"))
+		return cmd_policy(argc, argv);
 	if (streq(cmd, "call"))
 		return cmd_call(argc, argv);
 	if (streq(cmd, "receipt"))

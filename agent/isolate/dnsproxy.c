@@ -13,12 +13,13 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #define BK_DNSX_PENDING 16
 #define BK_DNSX_CONNS 4
 
-enum ep_kind { EP_STOP, EP_UDP, EP_TCPL, EP_UP, EP_CONN };
+enum ep_kind { EP_STOP, EP_UDP, EP_TCPL, EP_UP, EP_CONN, EP_UPTCP };
 
 struct bk_dnsx;
 
@@ -49,6 +50,12 @@ struct pending {
 	struct sockaddr_storage from;
 	socklen_t fromlen;
 	struct conn *conn;
+	/* the upstream's UDP answer was truncated: the query again over TCP
+	 * to the same upstream (its socket made in the pod's namespace) */
+	struct ep tcp;    /* kind EP_UPTCP; fd -1: none */
+	uint8_t *tbuf;    /* what goes out (2 + query), then what came back */
+	size_t tlen, tdone;
+	bool tsent;
 };
 
 struct bk_dnsx {
@@ -71,12 +78,14 @@ struct bk_dnsx {
 	int n_res;
 	struct bk_dnsx_seen seen[BK_DNSX_SEEN];
 	int n_seen;
+	int netns_fd; /* the pod's network namespace (TCP to the upstream) */
 	bool dead;
 	struct bk_dnsx *next;
 };
 
 struct bk_dnsproxy {
 	int epfd;
+	int self_netns; /* the proxy thread's own, to return to after a socket in a pod's */
 	int resolved_fd;
 	struct ep stop_ep;
 	pthread_t th;
@@ -100,6 +109,16 @@ static void ep_close(struct bk_dnsproxy *px, struct ep *e)
 	}
 }
 
+/* A pending query is done: its upstream TCP connection (if any) goes. */
+static void pend_drop(struct bk_dnsproxy *px, struct pending *p)
+{
+	p->used = false;
+	if (p->tcp.fd >= 0)
+		ep_close(px, &p->tcp);
+	free(p->tbuf);
+	p->tbuf = NULL;
+}
+
 static void conn_close(struct bk_dnsproxy *px, struct conn *c)
 {
 	ep_close(px, &c->ep);
@@ -108,7 +127,7 @@ static void conn_close(struct bk_dnsproxy *px, struct conn *c)
 	c->have = 0;
 	for (int i = 0; i < BK_DNSX_PENDING; i++)
 		if (c->ep.x->pend[i].used && c->ep.x->pend[i].conn == c)
-			c->ep.x->pend[i].used = false;
+			pend_drop(px, &c->ep.x->pend[i]);
 }
 
 /* ---- replies ------------------------------------------------------------ */
@@ -268,6 +287,8 @@ static void on_query(struct bk_dnsx *x, const uint8_t *m, size_t n, int fd, cons
 		return;
 	}
 	memset(p, 0, offsetof(struct pending, query));
+	p->tcp = (struct ep){ .kind = EP_UPTCP, .x = x, .fd = -1 };
+	p->tbuf = NULL;
 	p->used = true;
 	p->q = q;
 	memcpy(p->query, m, q.qend);
@@ -284,7 +305,7 @@ static void on_query(struct bk_dnsx *x, const uint8_t *m, size_t n, int fd, cons
 	p->try_idx = 0;
 	while (up_send(x, p) < 0) {
 		if (++p->try_idx >= x->n_up) {
-			p->used = false;
+			pend_drop(px, p);
 			reply_rcode(x, m, n, &q, BK_DNS_SERVFAIL, fd, from, fromlen, c);
 			return;
 		}
@@ -405,7 +426,7 @@ static void resolved_sweep(struct bk_dnsx *x, bool all)
 
 static void pending_reply(struct bk_dnsx *x, struct pending *p, const uint8_t *msg, int n)
 {
-	p->used = false;
+	pend_drop(x->px, p);
 	send_reply(x, p->reply_fd, &p->from, p->fromlen, p->conn, msg, n);
 }
 
@@ -418,9 +439,127 @@ static void pending_rcode(struct bk_dnsx *x, struct pending *p, int rcode)
 
 /* ---- answers from upstream ------------------------------------------------ */
 
-static void on_answer(struct bk_dnsx *x, const uint8_t *m, size_t n, const struct sockaddr_storage *from)
+static void answer_process(struct bk_dnsx *x, struct pending *p, const uint8_t *m, size_t n);
+
+/* A TCP socket to p's upstream, made in the pod's network namespace (this
+ * thread enters it for the socket() alone), connecting; the query goes
+ * when it is connected (up_tcp_io). */
+static int up_tcp_start(struct bk_dnsx *x, struct pending *p)
 {
 	struct bk_dnsproxy *px = x->px;
+	if (x->netns_fd < 0 || px->self_netns < 0)
+		return -EOPNOTSUPP;
+	const uint8_t *a = x->up[p->try_idx];
+	bool v4 = !memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12);
+	struct sockaddr_storage ss = { 0 };
+	socklen_t sl;
+	if (v4) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(53);
+		memcpy(&s4->sin_addr, a + 12, 4);
+		sl = sizeof(*s4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(53);
+		memcpy(&s6->sin6_addr, a, 16);
+		sl = sizeof(*s6);
+	}
+	uint8_t q[BK_DNS_MSG_MAX];
+	int qn = bk_dns_query_build(p->up_id, p->q.name, p->q.qtype, q, sizeof(q));
+	if (qn < 0)
+		return qn;
+	p->tbuf = malloc(2 + BK_DNS_MSG_MAX);
+	if (!p->tbuf)
+		return -ENOMEM;
+	p->tbuf[0] = (uint8_t)(qn >> 8);
+	p->tbuf[1] = (uint8_t)qn;
+	memcpy(p->tbuf + 2, q, (size_t)qn);
+	p->tlen = (size_t)qn + 2;
+	p->tdone = 0;
+	p->tsent = false;
+	if (setns(x->netns_fd, CLONE_NEWNET) < 0)
+		return -errno;
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int se = errno;
+	if (setns(px->self_netns, CLONE_NEWNET) < 0) {
+		/* the thread is in the pod's namespace and cannot return: nothing may go on here */
+		log_errorf("dnsproxy", "cannot return to the agent's network namespace: %s", strerror(errno));
+		abort();
+	}
+	if (fd < 0)
+		return -se;
+	if (connect(fd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	p->tcp.fd = fd;
+	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = &p->tcp };
+	if (epoll_ctl(px->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		int r = -errno;
+		close(fd);
+		p->tcp.fd = -1;
+		return r;
+	}
+	p->deadline_ms = mono_ms() + BK_DNSX_TIMEOUT_MS;
+	log_info("dns_upstream_tcp", LI("cgroup_id", x->cgid), LS("name", p->q.name),
+		 LS("why", "the upstream's UDP answer was truncated"));
+	return 0;
+}
+
+/* The TCP exchange with the upstream: the query out, then one
+ * length-prefixed answer in. */
+static void up_tcp_io(struct bk_dnsx *x, struct pending *p, uint32_t events)
+{
+	struct bk_dnsproxy *px = x->px;
+	if (!p->tsent) {
+		int soerr = 0;
+		socklen_t sl = sizeof(soerr);
+		if ((events & (EPOLLERR | EPOLLHUP)) || getsockopt(p->tcp.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 ||
+		    soerr) {
+			pending_rcode(x, p, BK_DNS_SERVFAIL);
+			return;
+		}
+		ssize_t w = send(p->tcp.fd, p->tbuf + p->tdone, p->tlen - p->tdone, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				pending_rcode(x, p, BK_DNS_SERVFAIL);
+			return;
+		}
+		p->tdone += (size_t)w;
+		if (p->tdone < p->tlen)
+			return;
+		p->tsent = true;
+		p->tdone = 0;
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &p->tcp };
+		epoll_ctl(px->epfd, EPOLL_CTL_MOD, p->tcp.fd, &ev);
+		return;
+	}
+	ssize_t r = recv(p->tcp.fd, p->tbuf + p->tdone, 2 + BK_DNS_MSG_MAX - p->tdone, MSG_DONTWAIT);
+	if (r <= 0) {
+		if (r == 0 || (errno != EAGAIN && errno != EINTR))
+			pending_rcode(x, p, BK_DNS_SERVFAIL);
+		return;
+	}
+	p->tdone += (size_t)r;
+	if (p->tdone < 2)
+		return;
+	size_t len = ((size_t)p->tbuf[0] << 8) | p->tbuf[1];
+	if (len < 12 || len > BK_DNS_MSG_MAX) {
+		pending_rcode(x, p, BK_DNS_SERVFAIL);
+		return;
+	}
+	if (p->tdone < 2 + len)
+		return;
+	uint8_t msg[BK_DNS_MSG_MAX];
+	memcpy(msg, p->tbuf + 2, len);
+	answer_process(x, p, msg, len);
+}
+
+static void on_answer(struct bk_dnsx *x, const uint8_t *m, size_t n, const struct sockaddr_storage *from)
+{
 	if (n < 2)
 		return;
 	uint16_t id = (uint16_t)((m[0] << 8) | m[1]);
@@ -443,8 +582,23 @@ static void on_answer(struct bk_dnsx *x, const uint8_t *m, size_t n, const struc
 	}
 	if (!match)
 		return;
+	if (p->tcp.fd >= 0)
+		return; /* it is being asked over TCP: a late UDP copy changes nothing */
+	if (n >= 3 && (m[2] & 0x02)) {
+		/* truncated: ask the same upstream over TCP */
+		if (up_tcp_start(x, p) < 0)
+			pending_rcode(x, p, BK_DNS_SERVFAIL);
+		return;
+	}
+	answer_process(x, p, m, n);
+}
+
+/* An upstream's answer to p (UDP, or TCP after a truncated one). */
+static void answer_process(struct bk_dnsx *x, struct pending *p, const uint8_t *m, size_t n)
+{
+	struct bk_dnsproxy *px = x->px;
 	struct bk_dns_query uq = p->q;
-	uq.id = id;
+	uq.id = p->up_id;
 	struct bk_dns_answer ans;
 	const char *why = NULL;
 	if (bk_dns_answer_parse(m, n, &uq, &ans, &why) < 0) {
@@ -490,6 +644,11 @@ static void timeouts(struct bk_dnsx *x)
 		if (!p->used || p->deadline_ms > now)
 			continue;
 		bool sent = false;
+		if (p->tcp.fd >= 0) { /* the TCP try timed out: the next upstream, over UDP */
+			ep_close(x->px, &p->tcp);
+			free(p->tbuf);
+			p->tbuf = NULL;
+		}
 		while (!sent && ++p->try_idx < x->n_up)
 			sent = up_send(x, p) == 0;
 		if (!sent)
@@ -570,6 +729,12 @@ static void on_ep(struct bk_dnsproxy *px, struct ep *e, uint32_t events)
 		on_query(x, msg, len, -1, NULL, 0, c);
 		break;
 	}
+	case EP_UPTCP: {
+		struct pending *p = (struct pending *)((char *)e - offsetof(struct pending, tcp));
+		if (p->used)
+			up_tcp_io(x, p, events);
+		break;
+	}
 	case EP_STOP: break;
 	}
 }
@@ -613,14 +778,19 @@ int bk_dnsproxy_start(int resolved_fd, bk_dnsx_deny_fn deny, bk_dnsx_resolved_fn
 	px->resolved = resolved;
 	px->ud = ud;
 	pthread_mutex_init(&px->lock, NULL);
+	px->self_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	px->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (px->epfd < 0) {
 		int r = -errno;
+		if (px->self_netns >= 0)
+			close(px->self_netns);
 		free(px);
 		return bk_fail_buf(err, errlen, r, "DNS proxy: epoll: %s", strerror(-r));
 	}
 	int r = pthread_create(&px->th, NULL, px_main, px);
 	if (r) {
+		if (px->self_netns >= 0)
+			close(px->self_netns);
 		close(px->epfd);
 		free(px);
 		return bk_fail_buf(err, errlen, -r, "DNS proxy: thread: %s", strerror(r));
@@ -638,6 +808,13 @@ static void dnsx_free_fds(struct bk_dnsproxy *px, struct bk_dnsx *x)
 	for (int i = 0; i < BK_DNSX_CONNS; i++)
 		if (x->conns[i].used)
 			conn_close(px, &x->conns[i]);
+	for (int i = 0; i < BK_DNSX_PENDING; i++)
+		if (x->pend[i].used)
+			pend_drop(px, &x->pend[i]);
+	if (x->netns_fd >= 0) {
+		close(x->netns_fd);
+		x->netns_fd = -1;
+	}
 }
 
 void bk_dnsproxy_stop(struct bk_dnsproxy *px)
@@ -660,6 +837,8 @@ void bk_dnsproxy_stop(struct bk_dnsproxy *px)
 		free(g);
 	}
 	close(px->epfd);
+	if (px->self_netns >= 0)
+		close(px->self_netns);
 	free(px);
 }
 
@@ -762,6 +941,7 @@ int bk_dnsx_open(struct bk_dnsproxy *px, int self_netns, int pidfd, uint64_t cgi
 	x->cgid = cgid;
 	x->prof = prof;
 	x->tokens = BK_DNSX_BURST;
+	x->netns_fd = -1;
 	x->last_ms = mono_ms();
 	for (int i = 0; i < n_up && x->n_up < BK_DNSX_UPSTREAMS; i++)
 		memcpy(x->up[x->n_up++], upstreams[i], 16);
@@ -790,6 +970,8 @@ int bk_dnsx_open(struct bk_dnsproxy *px, int self_netns, int pidfd, uint64_t cgi
 				   strerror(-r));
 	}
 	r = make_socks(x, target);
+	if (r == 0) /* for a TCP retry of a truncated answer, later */
+		x->netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (setns(self_netns, CLONE_NEWNET) < 0) {
 		/* the thread is in the pod's namespace and cannot return: nothing may go on here */
 		log_errorf("dnsproxy", "cannot return to the agent's network namespace: %s", strerror(errno));
@@ -799,6 +981,8 @@ int bk_dnsx_open(struct bk_dnsproxy *px, int self_netns, int pidfd, uint64_t cgi
 		for (size_t i = 0; i < ARRAY_SIZE(eps); i++)
 			if (eps[i]->fd >= 0)
 				close(eps[i]->fd);
+		if (x->netns_fd >= 0)
+			close(x->netns_fd);
 		free(x);
 		return bk_fail_buf(err, errlen, r, "DNS proxy: cannot open its sockets in the pod's network namespace: %s",
 				   strerror(-r));

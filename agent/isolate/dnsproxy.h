@@ -21,8 +21,10 @@
  *     end. The deny set still wins over them in BPF.
  * An allowed name with one of the pod's search domains appended (what a
  * resolver tries first under ndots) gets NXDOMAIN without a denial: not
- * forwarded either. Answers that need TCP from the upstream (truncated)
- * get SERVFAIL. */
+ * forwarded either. An upstream answer truncated over UDP (TC) is asked
+ * again over TCP of the same upstream (a socket the thread makes in the
+ * pod's namespace, entering it for the socket() alone); the TCP answer is
+ * taken as a UDP one would be. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/observe/observe.h"
 #include "agent/isolate/warm.h"
+#include "agent/parse/dns.h"
 #include "agent/parse/target.h"
+#include "agent/session/livepolicy.h"
 #include "agent/session/run.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -432,8 +434,10 @@ int bk_obs_pod_report(struct bk_agent *a, const struct bk_pod *p, bool with_node
 	snprintf(o->sandbox_id, sizeof(o->sandbox_id), "%s", p->sandbox.id);
 	o->uid = p->uid;
 	o->node_safe = a->node_safe;
-	const struct bk_profile *prof = bk_policy_select(&a->cfg.policy, p->pod_namespace, p->pod_name,
-							 p->policy_annotation, o->policy_error, sizeof(o->policy_error));
+	enum bk_profile_source src;
+	const struct bk_profile *prof = bk_session_profile(a, p, &src, o->policy_error, sizeof(o->policy_error));
+	o->policy_source = bk_profile_source_names[src];
+	o->policy_changed = bk_session_policy_change(p->pod_uid, &o->policy_change);
 	if (prof) {
 		o->have_policy = true;
 		snprintf(o->policy, sizeof(o->policy), "%s", prof->name);
@@ -550,11 +554,46 @@ void bk_node_status_free(struct bk_node_status *s)
 /* ---- verify ---------------------------------------------------------------------------- */
 
 static const char VERIFY_PY[] =
-	"import errno, socket, sys, time\n"
+	"import errno, socket, struct, sys, time\n"
 	"time.sleep(float(sys.argv[1]))\n"
 	"print('IFACES ' + ','.join(n for _, n in socket.if_nameindex()), flush=True)\n"
+	"def dns(qname):\n"
+	"    # one A query over UDP to the pod's resolver (BPF sends it to the proxy): rcode, addresses\n"
+	"    ns = ([l.split()[1] for l in open('/etc/resolv.conf') if l.split()[:1] == ['nameserver'] and\n"
+	"           '.' in l.split()[1]] + ['192.0.2.53'])[0]\n"
+	"    q = struct.pack('>6H', 0x4b4b, 256, 1, 0, 0, 0) + b''.join(bytes([len(x)]) + x.encode()\n"
+	"        for x in qname.split('.')) + b'\\0\\0\\1\\0\\1'\n"
+	"    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+	"    s.settimeout(3)\n"
+	"    s.sendto(q, (ns, 53))\n"
+	"    m = s.recv(4096)\n"
+	"    i, a = 12, []\n"
+	"    while m[i]: i += m[i] + 1\n"
+	"    i += 5\n"
+	"    for _ in range(struct.unpack('>H', m[6:8])[0]):\n"
+	"        if m[i] & 192 == 192: i += 2\n"
+	"        else:\n"
+	"            while m[i]: i += m[i] + 1\n"
+	"            i += 1\n"
+	"        t, l = struct.unpack('>H', m[i:i + 2])[0], struct.unpack('>H', m[i + 8:i + 10])[0]\n"
+	"        i += 10\n"
+	"        if t == 1 and l == 4: a.append(socket.inet_ntoa(m[i:i + 4]))\n"
+	"        i += l\n"
+	"    return m[3] & 15, ','.join(a) or '-'\n"
 	"for spec in sys.argv[2:]:\n"
 	"    name, fam, addr, port = spec.split(',')\n"
+	"    if fam == 'dns':\n"
+	"        t0 = time.monotonic()\n"
+	"        try:\n"
+	"            rc, a = dns(addr)\n"
+	"        except socket.timeout:\n"
+	"            rc, a = -1, 'timeout'\n"
+	"        except OSError as e:\n"
+	"            rc, a = -1, errno.errorcode.get(e.errno, str(e.errno))\n"
+	"        except Exception:\n"
+	"            rc, a = -1, 'malformed'\n"
+	"        print('DNS %s %d %s %.2f' % (name, rc, a, (time.monotonic() - t0) * 1000), flush=True)\n"
+	"        continue\n"
 	"    s = socket.socket(socket.AF_INET6 if fam == '6' else socket.AF_INET)\n"
 	"    s.settimeout(3)\n"
 	"    t0 = time.monotonic()\n"
@@ -693,7 +732,80 @@ struct probe_target {
 	int fam;
 	unsigned char ad[16];
 	uint16_t port;
+	const char *dns_name; /* a DNS probe: the name asked (its probe's address) */
+	bool dns_allowed;     /* ... one the profile allows */
 };
+
+/* Whether the receipt's rules (read back from bk_resolved at the exec's
+ * end, filter.c rb_names) hold a live entry for name and address. */
+static bool in_resolved(const char *rules, const char *name, const char *addr)
+{
+	char key[BK_DNS_NAME_MAX + 80];
+	snprintf(key, sizeof(key), "resolved %s %s ", name, addr);
+	size_t kl = strlen(key);
+	for (const char *l = rules; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, key, kl) && strncmp(l + kl, "expired", 7))
+			return true;
+	return false;
+}
+
+/* A DNS probe's line ("DNS name rcode addrs ms"), judged by what the
+ * kernel and the proxy recorded for the exec: an allowed name passes when
+ * an address of its answer is the exec's in bk_resolved; a name the
+ * profile does not allow when it got NXDOMAIN/REFUSED and the proxy filed
+ * a dns_name denial naming it. */
+static void judge_dns(const char *so, const struct bk_exec_result *res, const struct probe_target *pt,
+		      struct bk_verify_probe *pr)
+{
+	char key[64], addrs[256] = "";
+	int rcode = -2;
+	pr->result[0] = '\0';
+	pr->ms = 0;
+	pr->layer = NULL;
+	pr->reason[0] = '\0';
+	snprintf(key, sizeof(key), "DNS %s ", pr->name);
+	const char *pl = strstr(so, key);
+	if (!pl || sscanf(pl + strlen(key), "%d %255s %lf", &rcode, addrs, &pr->ms) < 2) {
+		pr->outcome = BK_PROBE_SKIPPED;
+		snprintf(pr->reason, sizeof(pr->reason), "no_result");
+	} else if (rcode < 0) {
+		snprintf(pr->result, sizeof(pr->result), "%s", addrs);
+		pr->outcome = BK_PROBE_SKIPPED; /* the proxy answers every query: no answer shows nothing */
+		snprintf(pr->reason, sizeof(pr->reason), "%s", addrs);
+	} else if (pt->dns_allowed) {
+		snprintf(pr->result, sizeof(pr->result), "rcode=%d", rcode);
+		char *save = NULL, *found = NULL;
+		for (char *a = strtok_r(addrs, ",", &save); a && !found; a = strtok_r(NULL, ",", &save))
+			if (res->policy_rules && in_resolved(res->policy_rules, pt->dns_name, a))
+				found = a;
+		if (found) {
+			pr->outcome = BK_PROBE_ALLOWED;
+			snprintf(pr->reason, sizeof(pr->reason), "bk_resolved %s", found);
+		} else {
+			/* an answer none of whose addresses the exec holds did not come through its proxy */
+			pr->outcome = rcode == 0 && strcmp(addrs, "-") ? BK_PROBE_REACHED : BK_PROBE_SKIPPED;
+			snprintf(pr->reason, sizeof(pr->reason), rcode == 0 ? "not_in_bk_resolved" : "rcode=%d", rcode);
+		}
+	} else {
+		snprintf(pr->result, sizeof(pr->result), "rcode=%d", rcode);
+		bool denial = false;
+		for (int k = 0; k < res->n_denied && !denial; k++)
+			denial = streq(res->denied[k].name, pt->dns_name) && streq(res->denied[k].reason, "dns_name") &&
+				 res->denied[k].hook && streq(res->denied[k].hook, "dns_proxy");
+		if ((rcode == BK_DNS_NXDOMAIN || rcode == BK_DNS_REFUSED) && denial) {
+			pr->outcome = BK_PROBE_STOPPED;
+			pr->layer = "dns_proxy";
+			snprintf(pr->reason, sizeof(pr->reason), "dns_name");
+		} else if (rcode == BK_DNS_NOERROR) {
+			pr->outcome = BK_PROBE_REACHED; /* it was answered */
+			snprintf(pr->reason, sizeof(pr->reason), "answered");
+		} else {
+			pr->outcome = BK_PROBE_SKIPPED; /* refused, but nothing shows the proxy did it */
+			snprintf(pr->reason, sizeof(pr->reason), denial ? "rcode=%d" : "no_denial", rcode);
+		}
+	}
+	pr->pass = pt->dns_allowed ? pr->outcome == BK_PROBE_ALLOWED : pr->outcome == BK_PROBE_STOPPED;
+}
 
 /* The verdict from what the command saw and the exec's receipt. */
 static void judge(int nprobe, const struct probe_target *pt, const struct bk_exec_result *res,
@@ -729,7 +841,10 @@ static void judge(int nprobe, const struct probe_target *pt, const struct bk_exe
 	v->n_probes = nprobe;
 	for (int i = 0; i < nprobe; i++) {
 		struct bk_verify_probe *pr = &v->probes[i];
-		judge_probe(so, res, pt[i].fam, pt[i].ad, pt[i].port, pr);
+		if (pt[i].dns_name)
+			judge_dns(so, res, &pt[i], pr);
+		else
+			judge_probe(so, res, pt[i].fam, pt[i].ad, pt[i].port, pr);
 		switch (pr->outcome) {
 		case BK_PROBE_STOPPED: v->n_stopped++; break;
 		case BK_PROBE_ALLOWED: v->n_allowed++; break;
@@ -784,9 +899,8 @@ int bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, double hold, int c
 	/* every target is probed under every profile, each with what the
 	 * profile expects of it */
 	char perr[256];
-	const struct bk_profile *prof =
-		bk_policy_select(&a->cfg.policy, p->pod_namespace, p->pod_name, p->policy_annotation, perr, sizeof(perr));
-	struct probe_target pt[BK_VERIFY_PROBES];
+	const struct bk_profile *prof = bk_session_profile(a, p, NULL, perr, sizeof(perr));
+	struct probe_target pt[BK_VERIFY_PROBES] = { 0 };
 	int nprobe = 0;
 	bool any_allowed = false;
 	for (int i = 0; i < 4; i++) {
@@ -809,7 +923,40 @@ int bk_obs_verify(struct bk_agent *a, const struct bk_pod *p, double hold, int c
 		pr->expect_allowed = true;
 		nprobe++;
 	}
+	/* names in policy: after the connect probes (an address the allowed
+	 * name resolves to would open for them), one name the profile allows
+	 * (its first exact name) and one it does not, each asked of the pod's
+	 * resolver — which BPF hands to the exec's proxy */
+	if (prof && prof->n_domains > 0) {
+		static const char *const denied_names[] = { "boxkite-verify.invalid", "boxkite-verify-denied.invalid" };
+		const char *deny = NULL;
+		for (size_t k = 0; k < ARRAY_SIZE(denied_names) && !deny; k++)
+			if (!bk_policy_domain(prof, denied_names[k]))
+				deny = denied_names[k];
+		const char *allow = NULL;
+		for (int k = 0; k < prof->n_domains && !allow; k++)
+			if (!prof->domains[k].wildcard)
+				allow = prof->domains[k].name;
+		const char *names[2] = { allow, deny };
+		for (int k = 0; k < 2; k++) {
+			if (!names[k])
+				continue; /* a profile of wildcards only: no name it allows is known to exist */
+			struct bk_verify_probe *pr = &out->probes[nprobe];
+			snprintf(pr->name, sizeof(pr->name), k == 0 ? "dns_allowed" : "dns_denied");
+			snprintf(pr->address, sizeof(pr->address), "%s", names[k]);
+			pr->expect_allowed = k == 0;
+			memset(&pt[nprobe], 0, sizeof(pt[nprobe]));
+			pt[nprobe].dns_name = names[k];
+			pt[nprobe].dns_allowed = k == 0;
+			nprobe++;
+		}
+	}
 	for (int i = 0; i < nprobe; i++) {
+		if (pt[i].dns_name) {
+			off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " %s,dns,%s,53", out->probes[i].name,
+						pt[i].dns_name);
+			continue;
+		}
 		char as[INET6_ADDRSTRLEN];
 		inet_ntop(pt[i].fam, pt[i].ad, as, sizeof(as));
 		off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " %s,%c,%s,%u", out->probes[i].name,

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "agent/agent.h"
+#include "agent/session/livepolicy.h"
 #include "lib/err.h"
 
 /* ---- inspect / isolation ------------------------------------------------------------ */
@@ -109,6 +110,9 @@ struct bk_pod_report {
 	bool node_safe;
 	bool have_policy;                  /* else policy_error */
 	char policy[64];
+	const char *policy_source;         /* where the profile of new execs comes from: bk_profile_source_names[] */
+	bool policy_changed;               /* the agent saw it change (livepolicy.h): */
+	struct bk_profile_change policy_change;
 	char policy_error[256];
 	char profile_digest[65];
 	/* layers, each read back from the kernel (docs/api.md) */
@@ -189,8 +193,13 @@ void bk_node_status_free(struct bk_node_status *s);
 
 /* The four targets of the config, and for a profile with allow rules none
  * of whose targets it admits, one address its first admitting TCP rule
- * holds ("allow_rule"). */
-#define BK_VERIFY_PROBES 5
+ * holds ("allow_rule"); under a profile with allow_domains two DNS probes
+ * (their address is the name asked): "dns_allowed", the profile's first
+ * exact name, allowed when an address of the answer is the probe's in
+ * bk_resolved (read back at its end), and "dns_denied", a name it does not
+ * allow, stopped (layer dns_proxy, reason dns_name) when it got
+ * NXDOMAIN/REFUSED and the proxy filed a dns_name denial naming it. */
+#define BK_VERIFY_PROBES 7
 
 /* How a probe ended. Only stopped (when the profile denies the target) and
  * allowed count as passing. */
@@ -203,13 +212,13 @@ enum bk_probe_outcome {
 const char *bk_probe_outcome_name(enum bk_probe_outcome o);
 
 struct bk_verify_probe {
-	char name[24];                     /* bk_target_names[i], or "allow_rule" */
+	char name[24];                     /* bk_target_names[i], "allow_rule", "dns_allowed", "dns_denied" */
 	char address[64];                  /* addr:port */
 	bool expect_allowed;               /* the profile admits it (bk_policy_admits_tcp) */
 	char result[32];                   /* what the connect returned: connected, timeout, EPERM, ...; "" none */
 	double ms;                         /* how long it took; 0 when no result came */
 	enum bk_probe_outcome outcome;
-	const char *layer;                 /* stopped: "bpf", "netns", or "unattributed"; else NULL */
+	const char *layer;                 /* stopped: "bpf", "netns", "dns_proxy" or "unattributed"; else NULL */
 	char reason[32];                   /* the BPF denial's reason, the errno, no_route, ... */
 	bool pass;
 };

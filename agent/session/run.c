@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/session/run.h"
+#include "agent/session/livepolicy.h"
 #include "agent/session/allowlist.h"
 #include "agent/session/session.h"
 #include "lib/log.h"
@@ -285,8 +286,8 @@ int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct b
 		return -1;
 	}
 	char perr[256] = "";
-	const struct bk_profile *prof = bk_policy_select(&a->cfg.policy, pod->pod_namespace, pod->pod_name,
-							 pod->policy_annotation, perr, sizeof(perr));
+	/* the pod's profile as it is now (livepolicy.c): a change applies from this exec on */
+	const struct bk_profile *prof = bk_session_profile(a, pod, NULL, perr, sizeof(perr));
 	if (!prof) {
 		ref->code = "unknown_profile";
 		bk_fail(&ref->err, -ENOENT, "", "%s; the command did not run", perr);

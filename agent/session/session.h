@@ -12,6 +12,9 @@
  *                exec_args.h)
  *   allowlist.c  the session's command allowlist, enforced by the strict
  *                parser and by Landlock's execute allowlist
+ *   livepolicy.c the egress profile of a pod's new execs: the operator's
+ *                override (policy set), annotation, selectors, default;
+ *                changes logged and kept for inspect (livepolicy.h)
  *
  * One session per pod, keyed by the pod UID the kernel-derived identity
  * gave (never by anything in a request). /configure starts a new one: every

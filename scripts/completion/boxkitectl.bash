@@ -12,7 +12,7 @@ _boxkitectl_sandboxes()
 _boxkitectl()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-	local commands="sandbox exec status inspect verify ready events top receipt call help"
+	local commands="sandbox exec status inspect verify policy ready events top receipt call help"
 	COMPREPLY=()
 
 	# options that take a path, or a value we cannot guess
@@ -74,6 +74,13 @@ _boxkitectl()
 			exec) COMPREPLY=($(compgen -W "--timeout --json --stream --" -- "$cur")) ;;
 			verify) COMPREPLY=($(compgen -W "--hold --json" -- "$cur")) ;;
 			esac
+		fi
+		;;
+	policy)
+		if [ "$n" -eq 1 ]; then
+			COMPREPLY=($(compgen -W "set unset" -- "$cur"))
+		elif [ "$n" -eq 2 ]; then
+			COMPREPLY=($(compgen -W "$(_boxkitectl_sandboxes)" -- "$cur"))
 		fi
 		;;
 	events)

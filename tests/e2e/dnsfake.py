@@ -3,15 +3,19 @@
 # of every address there. It answers from the table below (any other name: A 198.51.100.99,
 # so a name that should never have been forwarded would resolve), TXT for
 # anything, and logs every question it gets as "NAME TYPE" to argv[1]: what
-# reached the upstream.
+# reached the upstream (over TCP also a line "tcp NAME TYPE"). A name in
+# TRUNC is answered over UDP with TC set and no records (too big for UDP):
+# only a resolver that asks again over TCP gets its address.
 import socket, struct, sys, threading
 
 LOG = open(sys.argv[1], "a", buffering=1)
 TTL = {"short.pythonhosted.org": 2}
 A = {"pypi.org": "203.0.113.10", "cdn.pythonhosted.org": "203.0.113.11", "exfil.example.com": "203.0.113.12",
      "meta.pythonhosted.org": "169.254.169.254", "short.pythonhosted.org": "203.0.113.13",
-     "other.pythonhosted.org": "203.0.113.14"}
+     "other.pythonhosted.org": "203.0.113.14", "docs.example.org": "203.0.113.14"}
 AAAA = {"pypi.org": "2001:db8::10"}
+TRUNC = {"big.pythonhosted.org"}
+A["big.pythonhosted.org"] = "203.0.113.15"
 CNAME = {"files.pythonhosted.org": "cdn.pythonhosted.org", "evil.pythonhosted.org": "exfil.example.com"}
 
 def name_at(m, i):
@@ -27,14 +31,18 @@ def wire(n):
 def rr(owner, typ, data, ttl=60):
     return wire(owner) + struct.pack(">HHIH", typ, 1, ttl, len(data)) + data
 
-def answer(q):
+def answer(q, tcp=False):
     if len(q) < 17 or q[2] & 0x80:
         return None
     name, i = name_at(q, 12)
     qtype = struct.unpack(">H", q[i:i + 2])[0]
     question = q[12:i + 4]
     LOG.write("%s %d\n" % (name.lower(), qtype))
+    if tcp:
+        LOG.write("tcp %s %d\n" % (name.lower(), qtype))
     n, recs = name.lower(), []
+    if n in TRUNC and not tcp:
+        return q[:2] + b"\x83\x80" + struct.pack(">HHHH", 1, 0, 0, 0) + question
     if qtype == 16:
         recs.append(rr(n, 16, b"\x05hello"))
     else:
@@ -64,7 +72,7 @@ def tcp_conn(c):
             if len(h) < 2:
                 return
             q = c.recv(struct.unpack(">H", h)[0])
-            a = answer(q)
+            a = answer(q, tcp=True)
             if a:
                 c.sendall(struct.pack(">H", len(a)) + a)
     finally:

@@ -13,12 +13,14 @@
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 CONFIG='{"deny_cidrs":["10.96.0.0/12"],
- "profiles":{"pkgs":{"allow_domains":[{"name":"pypi.org","ports":"443"},{"name":"*.pythonhosted.org","ports":"443"}]}}}'
+ "profiles":{"pkgs":{"allow_domains":[{"name":"pypi.org","ports":"443"},{"name":"*.pythonhosted.org","ports":"443"}]},
+             "docs":{"allow_domains":[{"name":"docs.example.org","ports":"443"}]}}}'
 
-# resolver_world SANDBOX: the fake upstream at 10.96.0.10, linked to the pod netns
+# resolver_world SANDBOX [TAG]: the fake upstream at 10.96.0.10, linked to the pod netns
+# (its questions in $T/upstream[TAG].log)
 resolver_world() {
-	local P R a b
-	P=$(sb "$1" pod_netns); R=bk-t-dns$$; a=bkdr$$a; b=bkdr$$b
+	local P R a b t=${2:-}
+	P=$(sb "$1" pod_netns); R=bk-t-dns$t$$; a=bkdr$t$$a; b=bkdr$t$$b
 	bk_netns_add "$R" || return 1
 	ip link add "$a" type veth peer name "$b" || return 1
 	ip link set "$a" netns "$R"; ip link set "$b" netns "$P"
@@ -26,9 +28,9 @@ resolver_world() {
 	ip -n "$R" addr add 10.96.0.10/32 dev lo
 	ip -n "$P" addr add 198.18.0.2/24 dev "$b"; ip -n "$P" link set "$b" up
 	ip -n "$P" route add 10.96.0.10/32 via 198.18.0.1
-	: > "$T/upstream.log"
-	nsenter --net="/run/netns/$R" python3 "$HERE/dnsfake.py" "$T/upstream.log" 10.96.0.10 > "$T/dnsfake.out" 2>&1 &
-	for _ in $(seq 1 50); do grep -q ready "$T/dnsfake.out" && return 0; sleep 0.1; done
+	: > "$T/upstream$t.log"
+	nsenter --net="/run/netns/$R" python3 "$HERE/dnsfake.py" "$T/upstream$t.log" 10.96.0.10 > "$T/dnsfake$t.out" 2>&1 &
+	for _ in $(seq 1 50); do grep -q ready "$T/dnsfake$t.out" && return 0; sleep 0.1; done
 	return 1
 }
 
@@ -76,6 +78,13 @@ check "receipt: a resolved name with its address, read from bk_resolved" rules_h
 check "receipt: ... and the AAAA's" rules_has '^resolved pypi\.org 2001:db8::10 tcp 443-443 ttl [0-9]+s$'
 check "receipt: a name no answer resolved is not listed" sh -c "! jq -r '.isolation.policy_rules[]' $T/last.json | grep -q '^resolved example.com'"
 
+# an upstream answer truncated over UDP (TC): the proxy asks the same upstream over TCP
+probe big,udp,10.96.0.10,big.pythonhosted.org,1
+check "a truncated upstream answer is asked again over TCP and answered ($(result big))" \
+	test "$(result big)" = "rcode=0 from=10.96.0.10 a=203.0.113.15"
+check "  ... the upstream saw it over TCP" grep -q '^tcp big.pythonhosted.org 1$' "$T/upstream.log"
+check "  ... and its address went into bk_resolved" rules_has '^resolved big\.pythonhosted\.org 203\.0\.113\.15 tcp 443-443 ttl [0-9]+s$'
+
 # a burst of unique names under an allowed wildcard: the exec's query rate holds
 probe burst,burst,10.96.0.10,200,pythonhosted.org
 b=$(result burst)
@@ -115,3 +124,59 @@ check "  ... the other one does not see its addresses ($(result b))" test "$(res
 resolved_left() { bpftool -j map dump pinned "$BPFFS/bk_resolved" | jq -c '.[]'; } # prints the entries
 check "bk_resolved is pinned" bpftool map show pinned "$BPFFS/bk_resolved"
 check "after the execs, none of their resolved addresses is left in bk_resolved" gone_within 3 resolved_left
+
+# --- two execs at once under DIFFERENT profiles (another pod, allow_domains docs.example.org) ---
+bk_sandbox_create dn2 --policy docs && resolver_world dn2 2 &&
+	bk_world dn2 d2 "203.0.113.10 203.0.113.14" "" "203.0.113.0/24" "" || { not_ok "second sandbox (docs) and its world"; exit 1; }
+# each resolves its own name, holds, then connects to its own and to the other's address
+ctl exec dn1 --json --timeout 60 -- python3 -c "$(cat "$HERE/dnsprobe.py")" r,gai,pypi.org,4 hold,sleep,4 \
+	own,connect,203.0.113.10,443 theirs,connect,203.0.113.14,443 > "$T/p1.json" &
+p1=$!
+ctl exec dn2 --json --timeout 60 -- python3 -c "$(cat "$HERE/dnsprobe.py")" r,gai,docs.example.org,4 hold,sleep,4 \
+	own,connect,203.0.113.14,443 theirs,connect,203.0.113.10,443 > "$T/p2.json" &
+p2=$!
+sleep 2.5
+# bk_resolved while both hold: cgroup id -> addresses (IPv4 as ::ffff:a.b.c.d)
+bpftool -j map dump pinned "$BPFFS/bk_resolved" > "$T/resolved-both.json"
+wait $p1 $p2
+pr() { jq -r .stdout "$T/$1.json" | awk -v n="$2" '$1 == n { print $2 }'; }
+pdenied() { test "$(jq "[.denied[] | select(.dst == \"$2\" and .port == 443 and .reason == \"not_resolved\")] | length > 0" "$T/$1.json")" = true; }
+check "different profiles at once: pkgs resolved pypi.org ($(pr p1 r)), docs resolved docs.example.org ($(pr p2 r))" \
+	test "$(pr p1 r)/$(pr p2 r)" = 203.0.113.10/203.0.113.14
+check "  ... each connects to its own name's address ($(pr p1 own), $(pr p2 own))" test "$(pr p1 own)/$(pr p2 own)" = ok/ok
+check "  ... pkgs cannot reach what docs resolved ($(pr p1 theirs))" test "$(pr p1 theirs)" = EPERM
+check "  ... as not_resolved" pdenied p1 203.0.113.14
+check "  ... docs cannot reach what pkgs resolved ($(pr p2 theirs))" test "$(pr p2 theirs)" = EPERM
+check "  ... as not_resolved" pdenied p2 203.0.113.10
+# the kernel's map while both held: two cgroups, each with only its own address
+by_cgroup() {
+	python3 - "$T/resolved-both.json" <<'PY'
+import json, sys
+seen = {}
+for e in json.load(open(sys.argv[1])):
+    k = e.get("formatted", {}).get("key")
+    if k:
+        cg, addr = k["cgroup_id"], bytes(k["addr"])
+    else:
+        raw = bytes(int(x, 16) for x in e["key"])
+        cg, addr = int.from_bytes(raw[:8], "little"), raw[8:24]
+    seen.setdefault(cg, set()).add(".".join(str(b) for b in addr[12:]) if addr[:12] == b"\0" * 10 + b"\xff\xff" else addr.hex())
+print(" ".join(sorted(",".join(sorted(v)) for v in seen.values())))
+PY
+}
+rb=$(by_cgroup)
+check "  ... bk_resolved held two cgroups, each with its own address only ($rb)" test "$rb" = "203.0.113.10 203.0.113.14"
+check "  ... the docs pod's upstream never saw pkgs' name" sh -c "! grep -q '^pypi.org ' $T/upstream2.log"
+
+# --- verify under an allow_domains profile: an allowed and a disallowed name -----------
+ctl verify dn1 --json > "$T/v.json"; vrc=$?
+vp() { jq -r ".probes[] | select(.name == \"$1\") | [.address, .outcome, .layer, .reason] | map(select(. != null)) | join(\" \")" "$T/v.json"; }
+check "verify: dns_allowed resolved, its address in the probe's bk_resolved entries ($(vp dns_allowed))" \
+	sh -c "case '$(vp dns_allowed)' in 'pypi.org allowed bk_resolved 203.0.113.10') true;; *) false;; esac"
+check "verify: dns_denied refused by the proxy with a dns_name denial ($(vp dns_denied))" \
+	test "$(vp dns_denied)" = "boxkite-verify.invalid stopped dns_proxy dns_name"
+check "verify: the connect probes ran first, public stopped ($(vp public))" test "$(vp public)" = "203.0.113.10:443 stopped bpf not_resolved"
+check "verify: passed, exit 0 ($(jq .passed "$T/v.json")/$vrc)" test "$(jq .passed "$T/v.json")/$vrc" = true/0
+check "verify: the disallowed name never reached the upstream" sh -c "! grep -q '^boxkite-verify.invalid ' $T/upstream.log"
+ctl verify dn1 > "$T/v.txt"
+check "verify (human): a line for each DNS probe" sh -c "grep -qE '^dns_allowed +pypi.org +allowed' $T/v.txt && grep -qE '^dns_denied +boxkite-verify.invalid +stopped' $T/v.txt"

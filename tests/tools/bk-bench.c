@@ -7,7 +7,8 @@
  *   bk-bench spawn N CMD [ARG...]             fork+exec+wait of CMD
  * Prints one JSON object: n, errors, p50_us, p99_us, mean_us, per_sec.
  * With BK_BENCH_SAMPLES=FILE, every latency in microseconds, one a line, in
- * the order measured (the plot's raw samples). */
+ * the order measured (the plot's raw samples). BK_BENCH_CMD: the exec's
+ * command instead of "true" (plain text: no quotes or backslashes). */
 #include <pthread.h>
 #include <sys/wait.h>
 
@@ -63,7 +64,10 @@ static void *exec_worker(void *arg)
 		w->errors = w->n;
 		return NULL;
 	}
-	char req[512];
+	char req[1024];
+	const char *cmd = getenv("BK_BENCH_CMD");
+	if (!cmd || !cmd[0] || strpbrk(cmd, "\"\\"))
+		cmd = "true";
 	/* BK_BENCH_GAP_US: a pause between requests (a paced client: the
 	 * agent idle between execs, as with an AI agent thinking) */
 	const char *g = getenv("BK_BENCH_GAP_US");
@@ -71,8 +75,8 @@ static void *exec_worker(void *arg)
 	for (int i = 0; i < w->n; i++) {
 		if (gap && i)
 			usleep(gap);
-		snprintf(req, sizeof(req), "{\"op\":\"exec\",\"args\":{\"sandbox\":\"%s\",\"command\":\"true\"}}",
-			 w->sandboxes[(w->first + i) % w->n_sandboxes]);
+		snprintf(req, sizeof(req), "{\"op\":\"exec\",\"args\":{\"sandbox\":\"%s\",\"command\":\"%.600s\"}}",
+			 w->sandboxes[(w->first + i) % w->n_sandboxes], cmd);
 		uint64_t t0 = now_ns();
 		char *resp = NULL;
 		int r = bk_call(fd, req, strlen(req), &resp, NULL);
