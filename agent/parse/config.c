@@ -19,6 +19,7 @@ void bk_config_defaults(struct bk_config *c)
 	c->pids_max = 256;
 	c->warm_slots = 2;
 	c->warm_idle_s = 30;
+	c->policy_sweep_s = 60;
 	c->memory_max = 512ull << 20;
 	c->timeout_default = 30;
 	c->timeout_max = 3600;
@@ -144,7 +145,7 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	static const char *const exec_keys[] = { "pids_max", "memory_max", "timeout_default", "timeout_max",
 						 "output_cap", "warm_slots", "warm_idle_s", NULL };
 	static const char *const layer_keys[] = { "netns", "bpf", "landlock", "seccomp", NULL };
-	static const char *const test_keys[] = { "allow_unsafe", "fault", "mask_features", NULL };
+	static const char *const test_keys[] = { "allow_unsafe", "fault", "mask_features", "policy_sweep_s", NULL };
 	if ((r = check_keys(root, "the top level", top, err, errlen)) < 0)
 		goto out;
 	if ((r = get_str(root, "socket", c->socket, sizeof(c->socket), err, errlen)) < 0 ||
@@ -213,7 +214,8 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 		if (!cJSON_IsObject(t) || (r = check_keys(t, "\"testing\"", test_keys, err, errlen)) < 0 ||
 		    (r = get_bool(t, "allow_unsafe", &c->allow_unsafe, err, errlen)) < 0 ||
 		    (r = get_str(t, "fault", c->fault, sizeof(c->fault), err, errlen)) < 0 ||
-		    (r = get_names(t, "mask_features", c->mask_features, &c->n_mask_features, err, errlen)) < 0) {
+		    (r = get_names(t, "mask_features", c->mask_features, &c->n_mask_features, err, errlen)) < 0 ||
+		    (r = get_u64(t, "policy_sweep_s", 1, 86400, &c->policy_sweep_s, err, errlen)) < 0) {
 			if (!err[0])
 				snprintf(err, errlen, "config: \"testing\" must be an object");
 			r = -EINVAL;

@@ -40,6 +40,9 @@ struct bk_config {
 	 * fallback on a kernel that has SO_PEERPIDFD */
 	char mask_features[BK_MAX_MASKED][32];
 	int n_mask_features;
+	/* testing: how often the agent looks for pods that are gone, to drop
+	 * their policy overrides (agent/session/livepolicy.c; default 60 s) */
+	uint64_t policy_sweep_s;
 	struct bk_policy_set policy; /* egress profiles */
 	/* probe targets of verify and the self-test: metadata, kubernetes_api,
 	 * pod, public ("addr:port", "[v6]:port") */

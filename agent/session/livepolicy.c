@@ -18,12 +18,20 @@ struct pod_policy {
 	char last[64];      /* the profile the pod's last exec/inspect/verify was given ("" not yet) */
 	bool changed;
 	struct bk_profile_change change;
+	int64_t missing_since; /* monotonic s when a sweep first did not find the pod (0: found) */
 };
 
 static pthread_mutex_t lp_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pod_policy *tab;
 static size_t n_tab, cap_tab;
 static bool loaded;
+static int64_t last_sweep; /* monotonic s */
+
+/* Entries (and override files) of pods that are gone: a pod's uid is never
+ * reused, so nothing of it can apply again. A pod counts as gone only when
+ * two sweeps at least testing.policy_sweep_s (60 s) apart found none of
+ * its containers (a state file read at the wrong moment must not drop a
+ * live pod's override). */
 
 static struct pod_policy *find(const char *pod_uid, bool add)
 {
@@ -150,10 +158,93 @@ static const struct bk_profile *effective(struct bk_agent *a, const struct bk_po
 	return select_src(a, pod, src, err, errlen);
 }
 
+struct live_pods {
+	char (*uid)[BK_UID_LEN + 1];
+	size_t n, cap;
+	bool oom;
+};
+
+static int note_pod(const struct bk_container_info *ci, void *ud)
+{
+	struct live_pods *lp = ud;
+	/* any container of the pod (its pause container, its sandbox
+	 * container): the pod is there */
+	if (lp->n == lp->cap) {
+		size_t nc = lp->cap ? lp->cap * 2 : 64;
+		void *t = realloc(lp->uid, nc * sizeof(*lp->uid));
+		if (!t) {
+			lp->oom = true;
+			return 1;
+		}
+		lp->uid = t;
+		lp->cap = nc;
+	}
+	snprintf(lp->uid[lp->n++], BK_UID_LEN + 1, "%s", ci->pod_uid);
+	return 0;
+}
+
+static void remove_override_file(struct bk_agent *a, const char *pod_uid)
+{
+	char path[800];
+	snprintf(path, sizeof(path), "%s/policy/%s", a->cfg.state_dir, pod_uid);
+	if (unlink(path) < 0 && errno != ENOENT)
+		log_warn("policy_override_unlink", LS("path", path), LS("error", strerror(errno)));
+}
+
+/* At most once a policy_sweep_s: the runtime's pods, read without lp_lock held,
+ * then every entry not among them marked, or dropped if it was marked a
+ * sweep ago. */
+static void sweep(struct bk_agent *a)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t now = (int64_t)ts.tv_sec;
+	pthread_mutex_lock(&lp_lock);
+	int64_t every = (int64_t)a->cfg.policy_sweep_s;
+	bool due = n_tab > 0 && now - last_sweep >= every;
+	if (due)
+		last_sweep = now;
+	pthread_mutex_unlock(&lp_lock);
+	if (!due)
+		return;
+	struct live_pods lp = { 0 };
+	if (bk_runtime_each(&a->cfg, note_pod, &lp) != 0 || lp.oom || lp.n == 0) {
+		/* no answer worth acting on (no runtime state readable) */
+		free(lp.uid);
+		return;
+	}
+	pthread_mutex_lock(&lp_lock);
+	size_t w = 0;
+	for (size_t i = 0; i < n_tab; i++) {
+		bool live = false;
+		for (size_t k = 0; k < lp.n && !live; k++)
+			live = streq(lp.uid[k], tab[i].pod_uid);
+		if (live)
+			tab[i].missing_since = 0;
+		else if (!tab[i].missing_since)
+			tab[i].missing_since = now ? now : 1;
+		else if (now - tab[i].missing_since >= every) {
+			if (tab[i].override[0]) {
+				remove_override_file(a, tab[i].pod_uid);
+				log_info("policy_override_dropped", LS("pod_uid", tab[i].pod_uid),
+					 LS("profile", tab[i].override), LS("why", "the pod is gone"));
+			}
+			continue;
+		}
+		if (w != i)
+			tab[w] = tab[i];
+		w++;
+	}
+	n_tab = w;
+	pthread_mutex_unlock(&lp_lock);
+	free(lp.uid);
+}
+
 const struct bk_profile *bk_session_profile(struct bk_agent *a, const struct bk_pod *pod,
 					    enum bk_profile_source *src, char *err, size_t errlen)
 {
 	enum bk_profile_source s = BK_PSRC_DEFAULT;
+	sweep(a);
 	pthread_mutex_lock(&lp_lock);
 	load(a);
 	struct pod_policy *pp = find(pod->pod_uid, false);

@@ -95,3 +95,25 @@ check "  ... logged as policy_changed web -> isolated by annotation" logged poli
 ctl inspect pl1 > "$T/inspect.json"
 check "inspect: source annotation, change by annotation ($(ij '.policy_source + " " + (.policy_change | "\(.from) \(.to) \(.by)")'))" \
 	test "$(ij '.policy_source + " " + (.policy_change | "\(.from) \(.to) \(.by)")')" = "annotation web isolated annotation"
+
+# overrides of pods that are gone are dropped: a pod's uid never comes
+# back (testing.policy_sweep_s 1: the agent looks for gone pods every
+# second instead of every minute, and drops what two looks missed)
+bk_stop_agent
+bk_start_agent "${CONFIG%\}},\"testing\":{\"policy_sweep_s\":1}}" || { not_ok "agent starts (policy_sweep_s 1)"; exit 1; }
+bk_sandbox_create pl2 || { not_ok "a second sandbox"; exit 1; }
+uid1=$(sb pl1 pod_uid); uid2=$(sb pl2 pod_uid)
+ctl policy set pl1 isolated > /dev/null && ctl policy set pl2 web > /dev/null
+check "overrides recorded for both pods" test -f "$T/state/policy/$uid1" -a -f "$T/state/policy/$uid2"
+bk_sandbox_delete pl2 > /dev/null
+# execs of pl1 drive the sweeps (an exec asks for its pod's profile)
+for _ in $(seq 1 100); do
+	bk_exec pl1 --timeout 10 -- true
+	[ -f "$T/state/policy/$uid2" ] || break
+	sleep 0.1
+done
+check "the gone pod's override file is dropped" test ! -f "$T/state/policy/$uid2"
+check "  ... and logged as policy_override_dropped naming its uid" \
+	sh -c "jq -c 'select(.event == \"policy_override_dropped\" and .pod_uid == \"$uid2\")' $T/agent.log 2>/dev/null | grep -q ."
+check "the live pod's override is kept ($(j .isolation.policy))" \
+	test -f "$T/state/policy/$uid1" -a "$(j .isolation.policy)" = isolated
