@@ -97,6 +97,18 @@ NP=${BENCH_PACED_N:-$((N / 2))}
 fork_p=$(BK_BENCH_GAP_US=10000 "$B" spawn "$NP" /bin/sh -c true)
 warm_p=$(BK_BENCH_GAP_US=10000 BK_BENCH_SAMPLES=$S/admin-paced.txt "$B" exec "$D/admin.sock" "$NAME" "$NP" 1)
 cold_p=$(BK_BENCH_GAP_US=10000 "$B" exec "$D/cold-admin.sock" "$NAME" "$NP" 1)
+# the agent's descriptors per live exec: K long execs at once, counted
+# against the same agent idle; on the agent without warm slots (a slot's
+# descriptors would be in the idle count and not in the busy one)
+K=${BENCH_FD_EXECS:-16}
+clive() { "$BK_BIN/boxkitectl" --admin-socket "$D/cold-admin.sock" status | jq .live_execs; }
+cfds() { find "/proc/$COLD_PID/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+fd0=$(cfds)
+fdp=()
+for _ in $(seq 1 "$K"); do "$BK_BIN/boxkitectl" --admin-socket "$D/cold-admin.sock" exec "$NAME" -- sleep 4 >/dev/null 2>&1 & fdp+=($!); done
+for _ in $(seq 1 150); do [ "$(clive)" -ge "$K" ] && break; sleep 0.05; done
+fdl=$(clive); fd1=$(cfds)
+wait "${fdp[@]}" || true
 kill -TERM "$COLD_PID"; wait "$COLD_PID"; COLD_PID=
 
 # --- through the shim: HTTPS with the pinned key, keep-alive ------------------------
@@ -199,6 +211,13 @@ printf 'seccomp receipt read, p50     = %5.3f ms  (the agent reads /proc/<pid>/s
 ov=$(echo "($(p50 "$https") - $(p50 "$boxk_again")) / 1000" | bc -l)
 printf 'shim overhead, p50            = %5.2f ms  (target <= 0.5 ms: %s)\n' "$ov" "$(verdict "$ov <= 0.5")"
 printf 'shim RSS, idle                = %5d KiB (target <= 8192 KiB: %s)\n' "$SHIMRSS" "$(verdict "$SHIMRSS <= 8192")"
+if [ "$fdl" -gt 0 ]; then
+	fpe=$(echo "($fd1 - $fd0) / $fdl" | bc -l)
+	printf 'agent fds per live exec       = %5.2f   (%d execs live: %d fds, %d idle; target <= 6: %s)\n' \
+		"$fpe" "$fdl" "$fd1" "$fd0" "$(verdict "$fpe <= 6")"
+else
+	echo "agent fds per live exec       : MISSED: no exec was seen live"
+fi
 printf 'agent RSS, idle               = %5d KiB (after start-up, one sandbox and its shim'"'"'s health check; reported)\n' "$AGENTRSS"
 
 # --- density: many local sandbox pods on one node, execs spread over them ------------------
