@@ -36,12 +36,14 @@
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <termios.h>
 
 #define PTY_EXEC_MAX_OUTPUT (256u * 1024u) /* the reference's PTY_EXEC_MAX_OUTPUT_BYTES */
 #define PTY_EXEC_MAX_TIMEOUT 120.0         /* ... PTY_EXEC_MAX_TIMEOUT_SECONDS */
 #define PTY_INPUT_MAX (1u << 20)           /* one input message, and input waiting for the terminal */
 #define PTY_SIZE_MAX 4096                  /* rows, cols */
+#define PTY_SEND_TIMEOUT_S 30              /* output the requester does not take for this long ends it */
 
 /* The shell of an interactive terminal (the reference's /bin/bash when
  * the image has it). */
@@ -323,6 +325,10 @@ char *bk_api_pty(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args
 		return bk_api_error(429, "too_many_terminals", "this sandbox already has %llu terminals open (pty.max_per_pod)",
 				    (unsigned long long)a->cfg.pty_max);
 	struct pty_sess s = { .fd = client_fd, .live = true };
+	/* a requester that stops reading ends its terminal (not the exec's
+	 * thread held forever) */
+	struct timeval tv = { .tv_sec = PTY_SEND_TIMEOUT_S };
+	setsockopt(client_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	struct bk_exec_sink sink = pty_sink;
 	sink.ud = &s;
 	ea.sink = &sink;
@@ -353,6 +359,8 @@ char *bk_api_pty(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args
 	}
 	pty_give(pod->pod_uid);
 	free(s.in);
+	tv.tv_sec = 0;
+	setsockopt(client_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	return out; /* NULL: the requester is gone, the connection closes */
 }
 

@@ -305,7 +305,8 @@ static void run_command(struct exec_ctx *x)
 	struct run st = { .wake_fd = -1, .err_eof = x->err_fd < 0 };
 	const struct bk_exec_sink *sk = req->sink;
 	bool pty = req->pty && sk && sk->pty_io; /* x->out_fd is the terminal's master */
-	bool pending = false;                    /* input waits for the terminal */
+	bool pending = pty;                      /* input waits for the terminal (first: what the
+						  * request brought, /pty-exec's input_bytes) */
 	uint64_t active = now_ns();              /* the last input or output (req->idle_s) */
 	if (sk) {
 		if (x->watched && (st.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0)

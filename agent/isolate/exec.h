@@ -131,7 +131,8 @@ struct bk_exec_sink {
 	/* req->pty: the requester's connection is readable (client_readable),
 	 * or the terminal can take input again. Returns < 0 when the
 	 * requester is gone, 1 while input is waiting for the terminal (the
-	 * connection is then not read until it can take more), else 0. */
+	 * connection is then not read until it can take more), else 0. Also
+	 * called once when the terminal can first take input. */
 	int (*pty_io)(void *ud, int pty_fd, bool client_readable);
 };
 
