@@ -101,7 +101,15 @@ def hold(url, token, n):
     sys.stdin.read()
     closes = []
     for ws in socks:
-        closes.append(ws.close_code)
+        if ws.status != 101:
+            closes.append(ws.status)
+        elif ws.close_code is not None:
+            closes.append(ws.close_code)
+        else:
+            try:
+                closes.append(ws.wait_close(5))
+            except Exception as e:  # noqa: BLE001
+                closes.append(str(e))
     print(json.dumps({"after": closes}), flush=True)
 
 
