@@ -266,12 +266,17 @@ static int command_entry(void *arg)
 {
 	struct child_args *a = arg;
 	/* the command: a fresh process's signal state, not the agent thread's
-	 * (which blocks SIGTERM/SIGINT for its signalfd and ignores SIGPIPE) */
+	 * (which blocks SIGTERM/SIGINT for its signalfd and ignores SIGPIPE),
+	 * nor what the agent's own parent left ignored (a shell's `agent &`
+	 * ignores SIGINT/SIGQUIT: Ctrl-C on an exec's terminal would not
+	 * reach its foreground job, an ignored signal stays so across execve) */
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	sigaction(SIGPIPE, &dfl, NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			sigaction(sig, &dfl, NULL); /* (glibc's own: EINVAL, harmless) */
 	/* (not a _Noreturn call: instrumented builds would take this stack
 	 * for a foreign one and warn) */
 	run_steps(a, a->step + 1);

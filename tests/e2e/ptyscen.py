@@ -52,7 +52,8 @@ def main(url, token):
         ws.resize(50, 132)
         r["winch"] = ws.until(rb"GOT_WINCH_9", 5) is not None
         ws.text("trap - WINCH\n")
-        r["net"] = (sh(ws, "ls /sys/class/net | tr '\\n' ' '", "NETEND") or "").strip()
+        r["net"] = (sh(ws, "awk -F: 'NR > 2 {gsub(/ /, \"\", $1); printf \"%s \", $1}' /proc/self/net/dev",
+                       "NETEND") or "").strip()
         r["cgroup"] = (sh(ws, "cat /proc/self/cgroup | tr '\\n' ' '", "CGEND") or "").strip()
         r["status_fields"] = (sh(ws, "grep -E '^(Seccomp|NoNewPrivs|Uid):' /proc/self/status | tr '\\t\\n' '  '",
                                  "STEND") or "").strip()
@@ -78,6 +79,7 @@ def main(url, token):
         r["exit_close_s"] = round(time.monotonic() - t0, 3)
     except Closed as c:
         r["closed_early"] = [c.code, c.reason]
+        r["tail"] = ws.out[-300:].decode("utf-8", "replace")
     print(json.dumps(r))
 
 
