@@ -450,7 +450,8 @@ char *bk_api_pty_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON 
 		else
 			cJSON_AddNumberToObject(b, "exit_code", res->exit_code);
 		cJSON_AddBoolToObject(b, "timed_out", res->timed_out);
-		cJSON_AddStringToObject(b, "exec_id", res->exec_id);
+		/* exactly the reference's fields: the exec's id is in the
+		 * agent's exec audit line and pty logs */
 		bk_exec_result_free(res);
 		out = bk_api_respond(200, b);
 	}

@@ -148,7 +148,7 @@ printf 'stty -echo; tty; awk -F: "NR > 2 {gsub(/ /, \\"\\", \\$1); print \\$1}" 
 rc=${PIPESTATUS[1]}
 echo "# exec -it: $(tr '\n' ' ' < "$T/it.out" | head -c 300) (exit $rc)"
 check "exec -it: tty is a pts device, the shell's exit code comes back (3, got $rc)" \
-	bash -c "grep -qE '^/dev/pts/[0-9]+\$' $T/it.out && test $rc = 3"
+	bash -c "grep -qE '/dev/pts/[0-9]+\$' $T/it.out && test $rc = 3"
 check "exec -it: only lo" grep -qx lo "$T/it.out"
 timeout 20 "$CTL" --admin-socket "$T/admin.sock" exec -it pty1 -- sh -c 'tty; exit 5' </dev/null > "$T/it2.out"; rc=$?
 check "exec -it NAME -- CMD: the command on a terminal, its exit code (5, got $rc)" \
