@@ -42,9 +42,10 @@ HOSTDEV=$(stat -c %d /dev/pts/ptmx)
 CPID=$(runc --root /run/runc state "$(sb pty1 sandbox_container_id)" | jq -r .pid)
 CONTDEV=$(nsenter -t "$CPID" -m stat -c %d /dev/pts/ptmx)
 echo "# devpts st_dev: exec tty $TTYDEV, exec ptmx $PTMXDEV, host $HOSTDEV, container $CONTDEV; exec /dev/pts: $PTSLS"
-check "the tty is on the exec's own devpts (its /dev/pts/ptmx's device)" test "$TTYDEV" = "$PTMXDEV"
-check "... not the host's /dev/pts" test -n "$TTYDEV" -a "$TTYDEV" != "$HOSTDEV"
-check "... not the sandbox container's /dev/pts" test -n "$CONTDEV" -a "$TTYDEV" != "$CONTDEV"
+differ() { [ -n "$1" ] && [ -n "$2" ] && [ "$1" != "$2" ]; }
+check "the tty is on the exec's own devpts (its /dev/pts/ptmx's device)" bash -c "[ -n '$TTYDEV' ] && [ '$TTYDEV' = '$PTMXDEV' ]"
+check "... not the host's /dev/pts" differ "$TTYDEV" "$HOSTDEV"
+check "... not the sandbox container's /dev/pts" differ "$TTYDEV" "$CONTDEV"
 check "... holding only this terminal ($PTSLS)" test "$PTSLS" = "0 ptmx"
 SHUID=$(m .status_fields | grep -oP 'Uid:\s+\K[0-9]+')
 check "the terminal belongs to the shell's user ($TTYUID, the shell's uid $SHUID), not root" \
