@@ -21,6 +21,7 @@
  * A request rejected before the agent round trip never reaches the agent. */
 #include "shim.h"
 #include "frame.h"
+#include "ws.h"
 #include "lib/proto.h"
 
 #include <cjson/cJSON.h>
@@ -39,6 +40,7 @@ enum route_kind {
 	R_FLUSH,     /* no storage backend: nothing pending */
 	R_FLUSH_CONFIRMED,
 	R_KILL_ALL,  /* no background processes: none killed */
+	R_PTY,       /* the /pty WebSocket: upgraded, then relayed (wspty.c) */
 	R_NOT_IMPL,  /* the reference serves it, boxkite does not (501) */
 };
 
@@ -78,8 +80,8 @@ static const struct route routes[] = {
 	{ "/preview/", NULL, NULL, false, R_NOT_IMPL, true },
 	{ "/process/", NULL, NULL, false, R_NOT_IMPL, true },
 	{ "/process", NULL, NULL, false, R_NOT_IMPL, false },
-	{ "/pty-exec", NULL, NULL, false, R_NOT_IMPL, false },
-	{ "/pty", NULL, NULL, false, R_NOT_IMPL, false },
+	{ "/pty-exec", "POST", "pty_exec", true, R_AGENT, false },
+	{ "/pty", "GET", "pty", false, R_PTY, false },
 	{ "/desktop", NULL, NULL, false, R_NOT_IMPL, false },
 	{ "/http-request", NULL, NULL, false, R_NOT_IMPL, false },
 	{ "/watch", NULL, NULL, false, R_NOT_IMPL, false },
@@ -125,6 +127,10 @@ static const char body_bad_tool_call[] =
 static const char body_unavailable[] = ERR_BODY("boxkite agent unavailable", "agent_unavailable");
 static const char body_bad_reply[] = ERR_BODY("malformed response from the boxkite agent", "bad_agent_response");
 static const char body_internal[] = ERR_BODY("internal error", "internal");
+static const char body_bad_ws[] =
+	ERR_BODY("/pty is a WebSocket: GET with Upgrade: websocket, Connection: Upgrade, Sec-WebSocket-Version: 13 "
+		 "and a Sec-WebSocket-Key",
+		 "bad_websocket_handshake");
 static const char body_flush[] = "{\"status\":\"flushed\",\"files\":[]}";
 static const char body_flush_confirmed[] = "{\"status\":\"flushed\",\"storage_prefix\":null,\"storage_keys\":[]}";
 static const char body_kill_all[] = "{\"killed\":0}";
@@ -139,6 +145,7 @@ struct req {
 	bool slot;      /* holds one of max_concurrent */
 	bool too_large; /* body went over the limit while streaming */
 	bool busy;      /* no concurrency slot: 429 once the body is read and discarded */
+	bool upgraded;  /* /pty: the connection is a WebSocket now (wspty.c) */
 	uint64_t discarded; /* bytes thrown away after too_large */
 	char *body;
 	size_t len, cap;
@@ -1092,6 +1099,70 @@ static void client_peer(struct shim *s, struct MHD_Connection *c, char *buf, siz
 	sockaddr_str(ci ? ci->client_addr : NULL, sizeof(struct sockaddr_storage), buf, size);
 }
 
+/* ---- /pty: the WebSocket handshake (RFC 6455 4.2); the relay: wspty.c ---- */
+
+/* Whether header h holds token tok in its comma-separated list (any case). */
+static bool header_has(struct MHD_Connection *c, const char *h, const char *tok)
+{
+	const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, h);
+	size_t tl = strlen(tok);
+	while (v && *v) {
+		while (*v == ' ' || *v == '\t' || *v == ',')
+			v++;
+		size_t l = strcspn(v, ",");
+		size_t e = l;
+		while (e > 0 && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e == tl && strncasecmp(v, tok, tl) == 0)
+			return true;
+		v += l;
+	}
+	return false;
+}
+
+static unsigned query_size(struct MHD_Connection *c, const char *k, unsigned def)
+{
+	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, k);
+	uint64_t n;
+	return v && parse_u64(v, &n) == 0 && n >= 1 && n <= 4096 ? (unsigned)n : def;
+}
+
+static enum MHD_Result respond_pty(struct shim *s, struct MHD_Connection *c, struct req *r)
+{
+	const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Key");
+	const char *ver = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Version");
+	char accept[32];
+	if (!header_has(c, MHD_HTTP_HEADER_UPGRADE, "websocket") || !header_has(c, MHD_HTTP_HEADER_CONNECTION, "upgrade") ||
+	    !ver || !streq(ver, "13") || !ws_accept_key(key, accept, sizeof(accept)))
+		return respond_static(s, c, r, MHD_HTTP_BAD_REQUEST, body_bad_ws);
+	void *w = wspty_prepare(s, query_size(c, "rows", 24), query_size(c, "cols", 80));
+	struct MHD_Response *resp = w ? MHD_create_response_for_upgrade(wspty_upgraded, w) : NULL;
+	if (!resp) {
+		wspty_discard(w);
+		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
+	}
+	enum MHD_Result ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket");
+	if (ok == MHD_YES)
+		ok = MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept);
+	r->upgraded = true;
+	r->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+	if (ok == MHD_YES)
+		ok = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
+	MHD_destroy_response(resp);
+	if (ok != MHD_YES) {
+		r->upgraded = false;
+		wspty_discard(w);
+		return MHD_NO;
+	}
+	/* a terminal lives for hours: it holds no concurrency slot */
+	if (r->slot) {
+		slot_release(s);
+		r->slot = false;
+	}
+	log_info("pty upgraded", LS("peer", r->peer));
+	return MHD_YES;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 			      const char *version, const char *upload_data, size_t *upload_data_size,
 			      void **con_cls)
@@ -1132,6 +1203,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return respond_static(s, c, r, MHD_HTTP_OK, body_kill_all);
 	case R_METRICS:
 		return respond_metrics(s, c, r);
+	case R_PTY:
+		return respond_pty(s, c, r);
 	default:
 		break;
 	}
@@ -1199,9 +1272,11 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 		 LS("route", r->route ? r->route->path : "unknown"),
 		 LI("status", r->status), LI("duration_ms", (now_ns() - r->start) / 1000000ull),
 		 LS("end", termination_name(toe)));
+	bool upgraded = r->upgraded;
 	free(r->body);
 	free(r);
-	set_deadline(s, c, false); /* the next request's headers are due */
+	if (!upgraded)
+		set_deadline(s, c, false); /* the next request's headers are due */
 	atomic_fetch_sub(&s->active, 1);
 }
 
@@ -1218,7 +1293,7 @@ int http_start(struct shim *s)
 	pthread_condattr_destroy(&ca);
 
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-			 MHD_USE_ITC | MHD_USE_ERROR_LOG;
+			 MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE;
 	if (s->tls)
 		flags |= MHD_USE_NO_LISTEN_SOCKET;
 	struct MHD_OptionItem opts[] = {

@@ -15,6 +15,10 @@
  *   http.c      libmicrohttpd daemon: routes, auth, limits, relaying
  *   upstream.c  the upstream connection pool: connections to the agent,
  *               round trips, reply validation
+ *   ws.c        WebSocket frames (RFC 6455): handshake key, the client
+ *               frame parser (fuzzed), server frames, our resize message
+ *   wspty.c     the /pty WebSocket after its upgrade: the relay to the
+ *               agent's op "pty", one thread per terminal
  */
 #pragma once
 
@@ -206,6 +210,15 @@ struct cJSON;
 /* Always a JSON text (malloc'd): the backend's answer or {"error": ...};
  * NULL only when out of memory. */
 char *backend_tool_call(const char *tool_name, const struct cJSON *arguments, const char *session_id);
+
+/* ---- wspty.c: the /pty WebSocket ------------------------------------------- */
+/* The state of one terminal (rows, cols: its first size), for
+ * MHD_create_response_for_upgrade's callback wspty_upgraded; discarded
+ * with wspty_discard when the upgrade response could not be queued. */
+void *wspty_prepare(struct shim *s, unsigned rows, unsigned cols);
+void wspty_discard(void *w);
+void wspty_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in, size_t extra_in_size,
+		    MHD_socket sock, struct MHD_UpgradeResponseHandle *urh);
 
 int http_start(struct shim *s);
 /* Stop accepting; returns once no new connection can arrive. */

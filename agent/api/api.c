@@ -8,6 +8,7 @@
 #include "agent/api/op_session.h"
 #include "agent/api/op_policy.h"
 #include "agent/api/op_files.h"
+#include "agent/api/op_pty.h"
 #include "agent/session/session.h"
 #include "agent/observe/metrics.h"
 #include "lib/util.h"
@@ -112,6 +113,11 @@ static char *op_policy_set(struct bk_agent *a, const struct bk_pod *p, const cha
 	return bk_api_policy_set(a, p, args);
 }
 
+static char *op_pty(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
+{
+	return streq(op, "pty") ? bk_api_pty(a, p, args, bk_api_client_fd) : bk_api_pty_exec(a, p, args, bk_api_client_fd);
+}
+
 static char *op_tool_call(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args);
 
 #define POD_OP (BY_SHIM | BY_ADMIN | ON_POD)
@@ -133,6 +139,8 @@ static const struct op ops[] = {
 	{ "grep", POD_OP | TOOL, op_file },
 	{ "present_files", POD_OP | TOOL, op_file },
 	{ "read_image", POD_OP, op_file },
+	{ "pty", POD_OP, op_pty },      /* the /pty WebSocket, boxkitectl exec -it */
+	{ "pty_exec", POD_OP, op_pty }, /* POST /pty-exec */
 	{ "status", BY_ADMIN, op_status },
 	{ "events", BY_ADMIN, op_events },
 	{ "policy_set", BY_ADMIN | ON_POD, op_policy_set }, /* boxkitectl policy set NAME PROFILE */

@@ -9,7 +9,8 @@
  *   op_files.c    the file operations' arguments and responses
  *   op_observe.c  /isolation, inspect, status and verify responses
  *   op_session.c  /configure's arguments and response
- *   op_policy.c   policy_set (boxkitectl policy set): arguments and response */
+ *   op_policy.c   policy_set (boxkitectl policy set): arguments and response
+ *   op_pty.c      terminals: the /pty WebSocket's op and /pty-exec */
 #pragma once
 #include <cJSON.h>
 #include <stdarg.h>

@@ -537,6 +537,12 @@ static void add_result(struct bk_agent *a, const struct bk_pod *pod, const struc
 	cJSON_AddItemToObject(b, "receipt", receipt_json(a, pod, ea, res, iso));
 }
 
+void bk_api_exec_result_fields(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
+			       struct bk_exec_result *res, cJSON *b)
+{
+	add_result(a, pod, ea, res, b);
+}
+
 static char *exec_streamed(struct bk_agent *a, const struct bk_pod *pod, struct bk_exec_args *ea,
 			   struct bk_exec_result *res)
 {

@@ -27,6 +27,7 @@ static const char synopsis[] =
 	"  sandbox delete NAME\n"
 	"  sandbox list\n"
 	"  exec NAME [--timeout S] [--json] [--stream] [--] CMD [ARG...]\n"
+	"  exec -it NAME [-- CMD [ARG...]]\n"
 	"  status\n"
 	"  inspect NAME\n"
 	"  verify NAME [--hold S] [--json]\n"
@@ -74,7 +75,11 @@ static const struct {
 	  "  --timeout S   seconds, 1 to 86400 (default: the agent's)\n"
 	  "  --json        print the whole exec response (with its signed receipt) instead\n"
 	  "  --stream      print stdout and stderr as the command writes them (with --json:\n"
-	  "                the stream's events, one JSON line each)\n" },
+	  "                the stream's events, one JSON line each)\n"
+	  "  -it, --tty    a terminal (exec -it NAME [-- CMD]): the sandbox's shell, or CMD,\n"
+	  "                on a pseudo-terminal of the exec's own devpts; the local terminal\n"
+	  "                is raw meanwhile and its size follows (SIGWINCH); exit code: the\n"
+	  "                shell's\n" },
 	{ "status", "The agent's status as JSON: sandboxes, live execs, layers in force, self-test,\n"
 		    "denial counters, the node's receipt key.\n" },
 	{ "inspect", "Sandbox NAME's isolation report as JSON, read back from the kernel: BPF program\n"
@@ -182,7 +187,7 @@ static bool wants_help(const char *cmd, int argc, char **argv)
 		if (streq(cmd, "exec") && i >= 2) {
 			if (streq(argv[i], "--timeout"))
 				i++;
-			else if (!streq(argv[i], "--json") && !streq(argv[i], "--stream"))
+			else if (!streq(argv[i], "--json") && !streq(argv[i], "--stream") && argv[i][0] != '-')
 				return false;
 		}
 		if (streq(cmd, "call") && i >= 3)
@@ -350,7 +355,14 @@ static int exec_stream(cJSON *args, bool json)
 
 static int cmd_exec(int argc, char **argv)
 {
-	/* exec NAME [--timeout S] [--json] -- CMD... */
+	/* exec [-it] NAME [--timeout S] [--json] -- CMD... */
+	bool tty = false;
+	while (argc >= 2 && (streq(argv[1], "-it") || streq(argv[1], "-ti") || streq(argv[1], "-t") ||
+			     streq(argv[1], "-i") || streq(argv[1], "--tty"))) {
+		tty = true;
+		argv++;
+		argc--;
+	}
 	if (argc < 2) {
 		return bad_usage("exec", "a sandbox name and a command are needed (exec NAME -- CMD)", NULL);
 	}
@@ -362,7 +374,10 @@ static int cmd_exec(int argc, char **argv)
 		if (streq(argv[i], "--")) {
 			i++;
 			break;
-		} else if (streq(argv[i], "--json"))
+		} else if (streq(argv[i], "-it") || streq(argv[i], "-ti") || streq(argv[i], "-t") ||
+			   streq(argv[i], "-i") || streq(argv[i], "--tty"))
+			tty = true;
+		else if (streq(argv[i], "--json"))
 			json = true;
 		else if (streq(argv[i], "--stream"))
 			stream = true;
@@ -375,6 +390,15 @@ static int cmd_exec(int argc, char **argv)
 			timeout = (long)v;
 		} else
 			break;
+	}
+	if (tty) {
+		/* the terminal: the sandbox's shell, or CMD in it */
+		char *tcmd = NULL;
+		if (i < argc && shell_join(argv + i, argc - i, &tcmd) < 0)
+			return 1;
+		int rc = ctl_exec_tty(admin_socket, name, tcmd);
+		free(tcmd);
+		return rc;
 	}
 	if (i >= argc) {
 		return bad_usage("exec", "no command after the options (exec NAME [--timeout S] [--json] -- CMD)", NULL);

@@ -14,3 +14,8 @@ int ctl_events(int argc, char **argv, const char *admin_socket);
 
 /* boxkitectl top [--interval S] [-n N] [--json] */
 int ctl_top(int argc, char **argv, const char *admin_socket);
+/*   tty.c             boxkitectl exec -it: the sandbox's terminal (op "pty") */
+
+/* exec -it NAME [-- CMD...]: cmd NULL is the sandbox's shell. Returns the
+ * shell's exit code, 125 when the agent refused or the stream broke. */
+int ctl_exec_tty(const char *admin_socket, const char *name, const char *cmd);

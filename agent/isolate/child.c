@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The exec child and its spawn (see child.h). */
 #include "agent/isolate/child.h"
+#include "agent/isolate/pty.h"
 #include "agent/isolate/landlock.h"
 #include "agent/isolate/netlink.h"
 #include "agent/isolate/privs.h"
@@ -79,6 +80,8 @@ struct go_hdr {
 struct child_args {
 	int info_fd, out_fd, err_fd, devnull;
 	int go_fd;                /* a warm slot: its command comes here (-1: already given) */
+	int pty_sock;             /* a terminal (pty.h): its master goes here (-1: no terminal) */
+	uint16_t pty_rows, pty_cols;
 	int pidfd;                /* sandbox container init */
 	int n_v1;                 /* v1 cgroup.procs to write "0" to (hybrid hosts) */
 	int v1_procs[BK_CG_V1_MAX];
@@ -166,8 +169,9 @@ static _Noreturn void monitor(const struct child_args *a, pid_t cmd)
  * in a slot parked for seconds, where it would hold that exec's EOF. */
 static int close_others(struct child_args *a)
 {
-	int keep[8 + BK_CG_V1_MAX], n = 0;
-	int cand[] = { a->info_fd, a->out_fd, a->err_fd, a->devnull, a->go_fd, a->pidfd, a->netns_fd, a->landlock_fd };
+	int keep[9 + BK_CG_V1_MAX], n = 0;
+	int cand[] = { a->info_fd, a->out_fd, a->err_fd, a->devnull, a->go_fd, a->pidfd, a->netns_fd, a->landlock_fd,
+		       a->pty_sock };
 	for (size_t i = 0; i < ARRAY_SIZE(cand); i++)
 		if (cand[i] >= 0)
 			keep[n++] = cand[i];
@@ -262,12 +266,17 @@ static int command_entry(void *arg)
 {
 	struct child_args *a = arg;
 	/* the command: a fresh process's signal state, not the agent thread's
-	 * (which blocks SIGTERM/SIGINT for its signalfd and ignores SIGPIPE) */
+	 * (which blocks SIGTERM/SIGINT for its signalfd and ignores SIGPIPE),
+	 * nor what the agent's own parent left ignored (a shell's `agent &`
+	 * ignores SIGINT/SIGQUIT: Ctrl-C on an exec's terminal would not
+	 * reach its foreground job, an ignored signal stays so across execve) */
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	sigaction(SIGPIPE, &dfl, NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			sigaction(sig, &dfl, NULL); /* (glibc's own: EINVAL, harmless) */
 	/* (not a _Noreturn call: instrumented builds would take this stack
 	 * for a foreign one and warn) */
 	run_steps(a, a->step + 1);
@@ -362,8 +371,15 @@ static int own_proc(struct child_args *a)
 
 static int stdio_limits(struct child_args *a)
 {
-	if (dup2(a->devnull, 0) < 0 || dup2(a->out_fd, 1) < 0 || dup2(a->err_fd, 2) < 0)
+	if (a->pty_sock >= 0) {
+		const char *what = NULL;
+		int r = bk_pty_child(a->pty_sock, a->pty_rows, a->pty_cols, a->uid, a->gid, &what);
+		a->pty_sock = -1;
+		if (r < 0)
+			return failed(a, what, -r);
+	} else if (dup2(a->devnull, 0) < 0 || dup2(a->out_fd, 1) < 0 || dup2(a->err_fd, 2) < 0) {
 		return failed(a, "cannot set up stdio", errno);
+	}
 	/* 1024 (select()'s FD_SETSIZE), whatever the agent raised its own
 	 * to; below it only where the agent's hard limit is lower (raising a
 	 * hard limit needs CAP_SYS_RESOURCE) */
@@ -810,9 +826,19 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 {
 	struct bk_engine *e = x->e;
 	const struct bk_exec_req *req = x->req;
-	_cleanup_close_ int info_rd = -1, info_wr = -1, out_wr = -1, err_wr = -1;
-	if (pipe_pair(&x->out_fd, &out_wr) < 0 || pipe_pair(&x->err_fd, &err_wr) < 0 ||
-	    pipe_pair(&info_rd, &info_wr) < 0)
+	_cleanup_close_ int info_rd = -1, info_wr = -1, out_wr = -1, err_wr = -1, pty_child = -1;
+	if (req->pty) {
+		/* a terminal: the child sends its master on pty_child (pty.h) */
+		int sv[2];
+		if (go_child >= 0 || socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0)
+			return bk_fail(&x->err, go_child >= 0 ? -EINVAL : -errno, "exec",
+				       "cannot create the terminal's socket");
+		x->pty_sock = sv[0];
+		pty_child = sv[1];
+	} else if (pipe_pair(&x->out_fd, &out_wr) < 0 || pipe_pair(&x->err_fd, &err_wr) < 0) {
+		return bk_fail(&x->err, -errno, "exec", "cannot create pipes: %s", strerror(errno));
+	}
+	if (pipe_pair(&info_rd, &info_wr) < 0)
 		return bk_fail(&x->err, -errno, "exec", "cannot create pipes: %s", strerror(errno));
 	char *argv[] = { "sh", "-c", (char *)req->command, NULL };
 	_cleanup_free_ struct proc_masks *masks = malloc(sizeof(*masks));
@@ -823,6 +849,7 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 		return mr;
 	struct child_args ca = {
 		.info_fd = info_wr, .out_fd = out_wr, .err_fd = err_wr, .devnull = e->devnull, .go_fd = go_child,
+		.pty_sock = pty_child, .pty_rows = req->pty_rows, .pty_cols = req->pty_cols,
 		.pidfd = x->pod->sandbox_pidfd, .n_v1 = x->cg.n_v1,
 		.fresh_netns = x->fresh_netns, .netns_fd = x->netns_fd, .landlock_fd = x->landlock_fd,
 		.seccomp = x->cfg->layer_seccomp ? &e->seccomp : NULL, .masks = masks,
@@ -864,8 +891,12 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 	x->pidfd = pidfd;
 	/* only the child writes these now: EOF comes with its end */
 	close(steal_fd(&info_wr));
-	close(steal_fd(&out_wr));
-	close(steal_fd(&err_wr));
+	if (out_wr >= 0)
+		close(steal_fd(&out_wr));
+	if (err_wr >= 0)
+		close(steal_fd(&err_wr));
+	if (pty_child >= 0)
+		close(steal_fd(&pty_child));
 	*info_rd_out = steal_fd(&info_rd);
 	*pid_out = (pid_t)pid;
 	return 0;
@@ -881,6 +912,18 @@ int bk_step_spawn(struct exec_ctx *x)
 	if (x->watched)
 		bk_filter_watch_pid(x->e, x->res, pid);
 	r = wait_report(x, info_rd, pid);
+	if (r == 0 && x->pty_sock >= 0) {
+		/* sent before the child's "ready" report */
+		int m = bk_pty_recv_master(x->pty_sock);
+		close(steal_fd(&x->pty_sock));
+		if (m < 0) {
+			bk_exec_cg_kill(&x->cg, 2000);
+			x->res->killed_after_start = true;
+			return bk_fail(&x->err, m, "container", "the exec's terminal did not reach the agent: %s",
+				       strerror(-m));
+		}
+		x->out_fd = m;
+	}
 	if (r == 0)
 		log_started(x);
 	return r;

@@ -228,7 +228,9 @@ static void read_output(struct exec_ctx *x, struct run *st, int k, int fd)
 	char buf[65536];
 	ssize_t n = read(fd, buf, sizeof(buf));
 	if (n <= 0) {
-		if (n < 0 && errno == EINTR)
+		/* (EAGAIN: a terminal's master, non-blocking; EIO: its last
+		 * holder is gone, the end of its output) */
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			return;
 		if (k == 0)
 			st->out_eof = true;
@@ -298,9 +300,14 @@ static void run_command(struct exec_ctx *x)
 {
 	struct bk_exec_result *res = x->res;
 	const struct bk_exec_req *req = x->req;
-	uint64_t deadline = x->t0 + (uint64_t)req->timeout_s * 1000000000ull;
-	struct run st = { .wake_fd = -1 };
+	uint64_t deadline = x->t0 + (req->timeout_ms ? (uint64_t)req->timeout_ms * 1000000ull
+						    : (uint64_t)req->timeout_s * 1000000000ull);
+	struct run st = { .wake_fd = -1, .err_eof = x->err_fd < 0 };
 	const struct bk_exec_sink *sk = req->sink;
+	bool pty = req->pty && sk && sk->pty_io; /* x->out_fd is the terminal's master */
+	bool pending = pty;                      /* input waits for the terminal (first: what the
+						  * request brought, /pty-exec's input_bytes) */
+	uint64_t active = now_ns();              /* the last input or output (req->idle_s) */
 	if (sk) {
 		if (x->watched && (st.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0)
 			bk_filter_watch_wake(x->e, res, st.wake_fd);
@@ -313,13 +320,18 @@ static void run_command(struct exec_ctx *x)
 		struct pollfd pf[5];
 		int np = 0, io = -1, ie = -1, ip = -1, ic = -1, iw = -1;
 		if (st.wake_fd >= 0) { iw = np; pf[np++] = (struct pollfd){ .fd = st.wake_fd, .events = POLLIN }; }
-		if (!st.out_eof) { io = np; pf[np++] = (struct pollfd){ .fd = x->out_fd, .events = POLLIN }; }
+		if (!st.out_eof) { io = np; pf[np++] = (struct pollfd){ .fd = x->out_fd, .events = (short)(POLLIN | (pending ? POLLOUT : 0)) }; }
 		if (!st.err_eof) { ie = np; pf[np++] = (struct pollfd){ .fd = x->err_fd, .events = POLLIN }; }
 		if (!st.exited) { ip = np; pf[np++] = (struct pollfd){ .fd = x->pidfd, .events = POLLIN }; }
 		/* nobody is left to read the answer: do not leave the exec running */
-		if (req->client_fd >= 0 && !st.killed) { ic = np; pf[np++] = (struct pollfd){ .fd = req->client_fd, .events = POLLRDHUP }; }
+		if (req->client_fd >= 0 && !st.killed) { ic = np; pf[np++] = (struct pollfd){ .fd = req->client_fd, .events = (short)(POLLRDHUP | (pty && !pending && !st.out_eof ? POLLIN : 0)) }; }
 		uint64_t now = now_ns();
 		uint64_t until = st.killed ? st.kill_deadline : deadline;
+		bool idle_first = false;
+		if (!st.killed && req->idle_s && active + (uint64_t)req->idle_s * 1000000000ull < until) {
+			until = active + (uint64_t)req->idle_s * 1000000000ull;
+			idle_first = true;
+		}
 		int to = until > now ? (int)((until - now) / 1000000) + 1 : 0;
 		int pr = poll(pf, (nfds_t)np, to);
 		if (pr < 0 && errno == EINTR)
@@ -327,9 +339,22 @@ static void run_command(struct exec_ctx *x)
 		if (pr == 0) {
 			if (st.killed)
 				break; /* nothing left that could write: stop waiting */
+			if (idle_first && now_ns() < active + (uint64_t)req->idle_s * 1000000000ull)
+				continue;
 			res->timed_out = true;
 			kill_all(x, &st);
 			continue;
+		}
+		if (pty && io >= 0 && (pf[io].revents & POLLIN))
+			active = now_ns();
+		if (pty && ((ic >= 0 && (pf[ic].revents & POLLIN)) || (io >= 0 && (pf[io].revents & POLLOUT)))) {
+			active = now_ns();
+			int pr2 = sk->pty_io(sk->ud, x->out_fd, ic >= 0 && (pf[ic].revents & POLLIN));
+			if (pr2 < 0 && !st.killed) {
+				res->requester_gone = true;
+				kill_all(x, &st);
+			}
+			pending = pr2 == 1;
 		}
 		if (ic >= 0 && (pf[ic].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
 			res->requester_gone = true;
@@ -449,6 +474,7 @@ static void teardown(struct exec_ctx *x)
 	closep(&x->landlock_fd);
 	closep(&x->out_fd);
 	closep(&x->err_fd);
+	closep(&x->pty_sock);
 	res->t_us[BK_PH_TEARDOWN] = (uint32_t)((now_ns() - t) / 1000);
 	res->duration_ms = (double)(now_ns() - x->t0) / 1e6;
 	res->ended_unix_ns = unix_ns();
@@ -472,6 +498,7 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	for (int i = 0; i < BK_NPROGS; i++)
 		x->att.link_fd[i] = -1;
 	x->netns_fd = x->landlock_fd = x->pidfd = x->out_fd = x->err_fd = x->go_fd = x->info_fd = -1;
+	x->pty_sock = -1;
 
 	memset(res, 0, sizeof(*res));
 	random_id(res->exec_id, sizeof(res->exec_id));

@@ -108,6 +108,13 @@ struct bk_exec_req {
 	/* NULL: output is kept in the result (up to the caps). Else it goes
 	 * to the sink as it arrives and is not kept (the caps still count). */
 	const struct bk_exec_sink *sink;
+	/* a terminal (pty.h): the command's stdio is a pseudo-terminal of the
+	 * exec's own devpts, its master goes to sink->pty_io (sink required);
+	 * stdout is what the terminal shows, there is no stderr */
+	bool pty;
+	uint16_t pty_rows, pty_cols;
+	uint32_t idle_s;              /* > 0: no input or output for this long ends it (timed_out) */
+	uint32_t timeout_ms;          /* > 0: the timeout in ms (instead of timeout_s) */
 };
 
 /* Where a streamed exec's output goes, on the exec's own thread, as it
@@ -121,6 +128,12 @@ struct bk_exec_sink {
 	int (*output)(void *ud, int k, const char *buf, size_t n);
 	/* a denial the BPF ring buffer matched to this exec (a copy) */
 	int (*denied)(void *ud, const struct bk_denial *d);
+	/* req->pty: the requester's connection is readable (client_readable),
+	 * or the terminal can take input again. Returns < 0 when the
+	 * requester is gone, 1 while input is waiting for the terminal (the
+	 * connection is then not read until it can take more), else 0. Also
+	 * called once when the terminal can first take input. */
+	int (*pty_io)(void *ud, int pty_fd, bool client_readable);
 };
 
 /* Buckets of bk_exec_result.t_us (µs), logged as the exec audit line's

@@ -35,6 +35,8 @@
  *               sandbox's root, the ruleset (the landlock step), applying it
  *   seccomp.c   the exec's seccomp filter: built at start (classic BPF),
  *               installed by the exec child just before execve, read back
+ *   pty.c       an exec's terminal: a pseudo-terminal of a devpts instance
+ *               of the exec's own (in the child), its master to the agent
  *   child.c     the exec child: its spawn (clone3, the spawn step) and its
  *               own steps up to execve (netns, container, privileges,
  *               Landlock, seccomp)

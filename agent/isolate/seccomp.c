@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 
 #if defined(__x86_64__)
@@ -170,14 +171,14 @@ int bk_seccomp_build(struct bk_seccomp *f)
 	memset(f, 0, sizeof(*f));
 	struct as a = { .f = f };
 	int allow = new_label(&a), eperm = new_label(&a), enosys = new_label(&a), sock = new_label(&a),
-	    sockpair = new_label(&a), clone = new_label(&a), unshare = new_label(&a);
+	    sockpair = new_label(&a), clone = new_label(&a), unshare = new_label(&a), ioctl = new_label(&a);
 
-	struct range rg[ARRAY_SIZE(denied) + 5] = {
+	struct range rg[ARRAY_SIZE(denied) + 6] = {
 		{ __NR_socket, __NR_socket, sock },       { __NR_socketpair, __NR_socketpair, sockpair },
 		{ __NR_clone, __NR_clone, clone },        { __NR_unshare, __NR_unshare, unshare },
-		{ __NR_clone3, __NR_clone3, enosys },
+		{ __NR_clone3, __NR_clone3, enosys },     { __NR_ioctl, __NR_ioctl, ioctl },
 	};
-	int n = 5;
+	int n = 6;
 	for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
 		rg[n++] = (struct range){ (uint32_t)denied[i], (uint32_t)denied[i], eperm };
 	qsort(rg, (size_t)n, sizeof(rg[0]), by_nr);
@@ -217,6 +218,13 @@ int bk_seccomp_build(struct bk_seccomp *f)
 	label(&a, unshare);
 	ld(&a, ARG_LO(0));
 	jset(&a, NS_FLAGS_UNSHARE, eperm, allow);
+
+	/* a terminal's ioctls are allowed, but not faking its input
+	 * (TIOCSTI) nor the console's (TIOCLINUX) */
+	label(&a, ioctl);
+	ld(&a, ARG_LO(1));
+	jeq(&a, TIOCSTI, eperm, L_NEXT);
+	jeq(&a, TIOCLINUX, eperm, allow);
 
 	label(&a, allow);
 	ret(&a, SECCOMP_RET_ALLOW);

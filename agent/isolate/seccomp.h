@@ -12,6 +12,8 @@
  *   socketpair()   AF_UNIX only
  *   clone/unshare  no CLONE_NEW* flag (a user namespace hands out
  *                  capabilities over fresh namespaces: nftables, mounts)
+ *   ioctl          not TIOCSTI (faking a terminal's input) nor TIOCLINUX;
+ *                  every other terminal ioctl is allowed (issue 18's PTYs)
  *   clone3         ENOSYS (its flags are in memory the filter cannot
  *                  read; glibc falls back to clone)
  *   EPERM          io_uring_setup/enter/register (its operations bypass

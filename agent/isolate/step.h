@@ -48,7 +48,9 @@ struct exec_ctx {
 	int landlock_fd;           /* landlock: the ruleset (-1: none) */
 	int pidfd;                 /* spawn: the exec child */
 	uint64_t t_clone;          /* spawn: CLOCK_MONOTONIC when clone3 was called */
-	int out_fd, err_fd;        /* spawn: read ends of its stdout and stderr */
+	int out_fd, err_fd;        /* spawn: read ends of its stdout and stderr (a terminal: its
+				    * master, and -1) */
+	int pty_sock;              /* spawn: where the child sends its terminal's master (-1) */
 	bool spawned_called;       /* req->spawned was called */
 	/* a warm slot (warm.h) */
 	bool warm_prep;            /* made ahead of its request (not watched, not spawned) */

@@ -83,7 +83,7 @@ static unsigned count(struct bk_warm *wm, const struct bk_pod *pod, const struct
 struct bk_warm_slot *bk_warm_take(struct bk_engine *e, const struct bk_pod *pod, const struct bk_exec_req *req)
 {
 	struct bk_warm *wm = e->warm;
-	if (!wm)
+	if (!wm || req->pty) /* a slot's child has its stdio already (pipes) */
 		return NULL;
 	struct bk_warm_slot *got = NULL;
 	pthread_mutex_lock(&wm->lock);

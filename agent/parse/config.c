@@ -24,6 +24,9 @@ void bk_config_defaults(struct bk_config *c)
 	c->timeout_default = 30;
 	c->timeout_max = 3600;
 	c->output_cap = 1u << 20;
+	c->pty_max = 4;
+	c->pty_idle_s = 900;
+	c->pty_max_s = 28800;
 	c->layer_netns = true;
 	c->layer_bpf = true;
 	c->layer_landlock = true;
@@ -141,7 +144,7 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 	static const char *const top[] = { "socket", "admin_socket", "state_dir", "bpffs", "metrics",
 					   "runtime_roots", "sandbox_container", "shim_container", "exec",
 					   "layers", "testing", "profiles", "deny_cidrs", "default_profile",
-					   "profile_selectors", "verify_targets", "selftest_interval", NULL };
+					   "profile_selectors", "verify_targets", "selftest_interval", "pty", NULL };
 	static const char *const exec_keys[] = { "pids_max", "memory_max", "timeout_default", "timeout_max",
 						 "output_cap", "warm_slots", "warm_idle_s", NULL };
 	static const char *const layer_keys[] = { "netns", "bpf", "landlock", "seccomp", NULL };
@@ -195,6 +198,21 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 			goto out;
 		c->timeout_default = (uint32_t)td;
 		c->timeout_max = (uint32_t)tm;
+	}
+	const cJSON *pty = cJSON_GetObjectItemCaseSensitive(root, "pty");
+	if (pty) {
+		static const char *const pty_keys[] = { "max_per_pod", "idle_timeout_s", "max_seconds", "exec_enabled",
+							NULL };
+		if (!cJSON_IsObject(pty)) {
+			r = bk_fail_buf(err, errlen, -EINVAL, "config: \"pty\" must be an object");
+			goto out;
+		}
+		if ((r = check_keys(pty, "\"pty\"", pty_keys, err, errlen)) < 0 ||
+		    (r = get_u64(pty, "max_per_pod", 0, 64, &c->pty_max, err, errlen)) < 0 ||
+		    (r = get_u64(pty, "idle_timeout_s", 1, 86400, &c->pty_idle_s, err, errlen)) < 0 ||
+		    (r = get_u64(pty, "max_seconds", 1, 604800, &c->pty_max_s, err, errlen)) < 0 ||
+		    (r = get_bool(pty, "exec_enabled", &c->pty_exec, err, errlen)) < 0)
+			goto out;
 	}
 	const cJSON *lay = cJSON_GetObjectItemCaseSensitive(root, "layers");
 	if (lay) {

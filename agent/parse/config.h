@@ -28,6 +28,11 @@ struct bk_config {
 	uint32_t timeout_default; /* seconds */
 	uint32_t timeout_max;
 	uint64_t output_cap;      /* bytes, each of stdout and stderr */
+	/* terminals (issue 18): "pty" {max_per_pod, idle_timeout_s, max_seconds, exec_enabled} */
+	uint64_t pty_max;         /* pty.max_per_pod: live terminals (/pty, exec -it, /pty-exec) per pod */
+	uint64_t pty_idle_s;      /* pty.idle_timeout_s: a terminal with no input or output ends */
+	uint64_t pty_max_s;       /* pty.max_seconds: a terminal's longest life */
+	bool pty_exec;            /* pty.exec_enabled: POST /pty-exec (404 when off, as the reference) */
 	bool layer_netns;         /* fresh netns per exec */
 	bool layer_bpf;           /* BPF egress filters; false only with testing.allow_unsafe */
 	bool layer_landlock;      /* kernel execute allowlist for sessions with allowed_commands */

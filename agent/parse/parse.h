@@ -25,6 +25,8 @@
  *               replies the proxy builds itself
  *   mounts.c    lines of /proc/PID/mountinfo (the wipe's roots, the
  *               masks of an exec's /proc)
+ *   shlex.c     /pty-exec's command: shlex.split (POSIX) into words, each
+ *               single-quoted for `sh -c` (never interpreted)
  *   procstatus.c  /proc/PID/status: credentials, capability sets,
  *               no_new_privs, seccomp (the exec receipt's read-back)
  */

@@ -24,6 +24,12 @@ struct bk_exec_args {
 	int client_fd;      /* the requester's connection (-1: none): its hang-up kills the exec */
 	bool stream;        /* "stream": true (the API edge answers with events) */
 	const struct bk_exec_sink *sink; /* NULL, or where output goes as it arrives (isolate/exec.h) */
+	/* a terminal (issue 18, isolate/pty.h): the sink takes its output
+	 * uncapped and relays its input (sink->pty_io) */
+	bool pty;
+	uint16_t pty_rows, pty_cols;
+	uint32_t idle_s;     /* > 0: ends after this long without input or output */
+	uint32_t timeout_ms; /* > 0: the timeout in ms, instead of timeout */
 };
 
 /* Why an exec did not run. code is stable (node_unsafe, unknown_profile,

@@ -322,7 +322,11 @@ int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct b
 		.err_cap = a->cfg.output_cap < BK_STDERR_CAP ? a->cfg.output_cap : BK_STDERR_CAP, .profile = prof, .client_fd = ea->client_fd,
 		.landlock = al.active, .landlock_paths = al.paths, .landlock_n = al.n,
 		.spawned = exec_spawned, .spawned_ud = &sc, .sink = ea->sink,
+		.pty = ea->pty, .pty_rows = ea->pty_rows, .pty_cols = ea->pty_cols, .idle_s = ea->idle_s,
+		.timeout_ms = ea->timeout_ms,
 	};
+	if (ea->pty) /* a terminal's sink keeps nothing: no cap ends it */
+		req.out_cap = req.err_cap = UINT64_MAX;
 	count_pod(a, pod, -1, -1, +1, NULL);
 	int r = bk_exec_run(&a->engine, pod, &req, res);
 	budget_give(pod->pod_uid);

@@ -11,7 +11,8 @@ cd "$(dirname "$0")/../.."
 [ "$(id -u)" -eq 0 ] || { not_ok "the contract lane needs root (runc sandboxes)"; exit 1; }
 command -v curl >/dev/null && command -v python3 >/dev/null || { not_ok "curl and python3 are needed"; exit 1; }
 
-bk_start_agent || { not_ok "agent starts"; exit 1; }
+# pty.exec_enabled: /pty-exec served, as the reference with BOXKITE_AGENT_PTY_ENABLED (t-pty.py)
+bk_start_agent '{"pty":{"exec_enabled":true}}' || { not_ok "agent starts"; exit 1; }
 SB=bkctr-$$
 bk_sandbox_create "$SB" || { not_ok "sandbox created"; exit 1; }
 SECDIR=$(dirname "$(sb "$SB" token_file)")

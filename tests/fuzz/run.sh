@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 OUT=${FUZZ_OUT:-$ROOT/build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe shimreply filewire rxbound dns"
+ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe shimreply filewire rxbound dns wsframe shlex"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
 
 CC=${FUZZ_CC:-}
@@ -50,6 +50,10 @@ srcs_of() {
 	config) echo agent/parse/config.c agent/parse/policy.c lib/err.c lib/util.c ;;
 	mountinfo) echo agent/isolate/cgroup.c lib/err.c lib/util.c ;;
 	shimframe) echo sidecar-shim/frame.c ;;
+	# the /pty WebSocket's client frames, our resize message (issue 18)
+	wsframe) echo sidecar-shim/ws.c ;;
+	# /pty-exec's command, shlex.split into single-quoted words
+	shlex) echo agent/parse/shlex.c lib/err.c lib/util.c ;;
 	# an agent answer as the shim reads it (every event frame of a streamed /exec)
 	shimreply) echo sidecar-shim/upstream.c lib/proto.c lib/util.c ;;
 	# the file helper's wire, both directions (the typed result and its MIME table with it)
@@ -70,6 +74,7 @@ libs_of() {
 	case $1 in
 	cgroup | state | config) echo -lcjson ;;
 	shimframe) echo -Isidecar-shim -lcjson ;;
+	wsframe) echo -Isidecar-shim -lcjson -lcrypto ;;
 	shimreply) echo -Isidecar-shim $(pkg-config --cflags libmicrohttpd) -lcjson -lpthread ;;
 	filewire) echo $(pkg-config --cflags libbpf libmnl libcjson) ;;
 	api) echo -Ibuild -DBK_VERSION=\"fuzz\" $(pkg-config --cflags --libs libbpf libmnl libmicrohttpd libcjson openssl libpcre2-8) -lpthread ;;

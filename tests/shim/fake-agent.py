@@ -22,6 +22,7 @@ Test hooks, read from args["fake"] (the real agent has no such thing):
   malformed: "notjson" | "nobody" | "badstatus" | "badframe" | "close"
 """
 import argparse
+import base64
 import json
 import os
 import signal
@@ -124,6 +125,40 @@ def answer(req, state):
     return {"status": int(fake.get("status", 200)), "body": body}, None
 
 
+def pty(conn, args, state):
+    """op "pty" (agent/api/op_pty.c's conversation): rows 13 is refused
+    (429, as over pty.max_per_pod); input comes back as output prefixed
+    "echo:", a resize as "size R C"; input "exit" ends it (exit 0); the
+    shim hanging up is recorded in state/pty-gone."""
+    with lock:
+        with open(os.path.join(state, "pty.json"), "w") as f:
+            json.dump(args, f)
+    if args.get("rows") == 13:
+        send_msg(conn, json.dumps({"status": 429, "body": {"detail": "this sandbox already has 4 terminals open "
+                                                           "(pty.max_per_pod)", "code": "too_many_terminals"}}).encode())
+        return
+    out = lambda b: send_msg(conn, json.dumps({"status": 200, "more": True, "body": {
+        "type": "output", "data_base64": base64.b64encode(b).decode()}}).encode())
+    send_msg(conn, json.dumps({"status": 200, "more": True, "body": {"type": "start", "exec_id": "fake"}}).encode())
+    while True:
+        try:
+            msg = recv_msg(conn)
+        except (ProtoError, OSError):
+            msg = None
+        if msg is None:
+            bump(os.path.join(state, "pty-gone"))
+            return
+        m = json.loads(msg)
+        if m.get("type") == "resize":
+            out(f"size {m['rows']} {m['cols']}".encode())
+        elif m.get("type") == "input":
+            data = base64.b64decode(m["data_base64"])
+            if data == b"exit":
+                send_msg(conn, json.dumps({"status": 200, "body": {"type": "exit", "exit_code": 0}}).encode())
+                return
+            out(b"echo:" + data)
+
+
 def serve(conn, state):
     with conn:
         while True:
@@ -140,6 +175,9 @@ def serve(conn, state):
                     raise ValueError("not an object")
             except ValueError as e:
                 print(f"fake-agent: bad request json: {e}", file=sys.stderr)
+                return
+            if req.get("op") == "pty":
+                pty(conn, req.get("args") or {}, state)
                 return
             resp, mal = answer(req, state)
             try:

@@ -591,6 +591,25 @@ if start_shim PLAIN "$P_PLAIN" SIDECAR_TLS_DISABLED=true SIDECAR_AUTH_TOKEN_FILE
 	[ "$CODES" = "200:1 200:0 " ] && ok "plain HTTP: keep-alive" || notok "plain keep-alive" "$CODES"
 else notok "plain shim" "did not start: $(head -c 300 "$T/PLAIN.log")"; fi
 
+# ---- /pty: the WebSocket upgrade and relay (wspty.c, ws.c) against the fake agent's "pty" ----
+hc "$M/pty" "${AUTH[@]}"
+[ "$CODE" = 400 ] && grep -q bad_websocket_handshake "$T/body" && ok "/pty without the WebSocket handshake headers: 400" ||
+	notok "/pty plain GET" "$CODE $(head -c 200 "$T/body")"
+ws_group() { # URL LABEL [IDLE_S]: tests/shim/ws.py's lines, folded into this lane's count
+	local out
+	out=$(timeout 60 python3 tests/shim/ws.py "$1" "$TOKEN" "$2" ${3:-} 2>&1)
+	printf '%s\n' "$out"
+	PASS=$((PASS + $(grep -c '^ok - ' <<<"$out")))
+	FAIL=$((FAIL + $(grep -c '^not ok - ' <<<"$out")))
+	grep -q '^ok - ' <<<"$out" || notok "/pty ($2)" "ws.py ran no check: $(tail -3 <<<"$out")"
+}
+ws_group "$M" tls
+P_WS=$(free_port)
+if start_shim WSPLAIN "$P_WS" SIDECAR_TLS_DISABLED=true SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_CONN_TIMEOUT=2; then
+	ws_group "http://127.0.0.1:$P_WS" plain 2
+	kill "$WSPLAIN_PID" 2>/dev/null; wait "$WSPLAIN_PID" 2>/dev/null
+else notok "plain shim for /pty" "did not start: $(head -c 300 "$T/WSPLAIN.log")"; fi
+
 # ---- the reference's deployment defaults --------------------------------------
 # The manager dials :8080 and the reference reads SIDECAR_AUTH_TOKEN (env)
 # and /etc/boxkite/tls/tls.{crt,key}. A shim given none of our settings

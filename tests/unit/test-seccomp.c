@@ -24,6 +24,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -141,6 +142,13 @@ static void filtered_calls(void)
 	expect("open_tree_attr", syscall(__NR_open_tree_attr, -1, "/", 0, NULL, 0), EPERM);
 	expect("open_by_handle_at", syscall(SYS_open_by_handle_at, -1, NULL, 0), EPERM);
 	expect("kexec_load", syscall(SYS_kexec_load, 0, 0, NULL, 0), EPERM);
+	/* a terminal's ioctls pass (EBADF: the kernel saw the call), faking
+	 * its input does not (issue 18) */
+	expect("ioctl(-1, TIOCGWINSZ)", ({ struct winsize ws; ioctl(-1, TIOCGWINSZ, &ws); }), EBADF);
+	expect("ioctl(-1, TIOCSWINSZ)", ({ struct winsize ws = { 0 }; ioctl(-1, TIOCSWINSZ, &ws); }), EBADF);
+	expect("ioctl(-1, TIOCSTI)", ({ char c = 'x'; ioctl(-1, TIOCSTI, &c); }), EPERM);
+	expect("ioctl(-1, TIOCLINUX)", ({ char c = 0; ioctl(-1, TIOCLINUX, &c); }), EPERM);
+	expect("ioctl(-1, TIOCSTI with high bits set)", syscall(SYS_ioctl, -1, (1UL << 32) | TIOCSTI, NULL), EPERM);
 	/* other ABIs */
 #if defined(__x86_64__)
 	expect("x32 getpid", syscall(SYS_getpid | 0x40000000), EPERM);
@@ -163,6 +171,7 @@ static void control_calls(void)
 	expect("control: socket(AF_NETLINK, NETLINK_AUDIT)", socket(AF_NETLINK, SOCK_RAW, NETLINK_AUDIT), 0);
 	expect("control: unshare(CLONE_NEWNET)", unshare(CLONE_NEWNET), 0);
 	expect("control: setns(-1, 0)", setns(-1, 0), EBADF);
+	expect("control: ioctl(-1, TIOCSTI)", ({ char c = 'x'; ioctl(-1, TIOCSTI, &c); }), EBADF);
 	expect("control: bpf(0, NULL)", syscall(SYS_bpf, 0, NULL, 0), EINVAL);
 	expect("control: mount on a missing path", mount("none", "/nonexistent-bk", "tmpfs", 0, NULL), ENOENT);
 	struct io_uring_params p = { 0 };
