@@ -7,6 +7,7 @@
 #include "agent/api/op_observe.h"
 #include "agent/api/op_session.h"
 #include "agent/api/op_files.h"
+#include "agent/api/op_process.h"
 #include "agent/session/session.h"
 #include "agent/observe/metrics.h"
 #include "lib/util.h"
@@ -106,6 +107,11 @@ static char *op_events(struct bk_agent *a, const struct bk_pod *p, const char *o
 	return bk_api_events(a, args, bk_api_client_fd);
 }
 
+static char *op_process(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
+{
+	return bk_api_process(a, p, op, args);
+}
+
 static char *op_tool_call(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args);
 
 #define POD_OP (BY_SHIM | BY_ADMIN | ON_POD)
@@ -127,6 +133,12 @@ static const struct op ops[] = {
 	{ "grep", POD_OP | TOOL, op_file },
 	{ "present_files", POD_OP | TOOL, op_file },
 	{ "read_image", POD_OP, op_file },
+	{ "process_start", POD_OP, op_process },
+	{ "process_output", POD_OP, op_process },
+	{ "process_input", POD_OP, op_process },
+	{ "process_stop", POD_OP, op_process },
+	{ "process_list", POD_OP, op_process },
+	{ "process_kill_all", POD_OP, op_process },
 	{ "status", BY_ADMIN, op_status },
 	{ "events", BY_ADMIN, op_events },
 };

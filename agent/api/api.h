@@ -8,7 +8,8 @@
  *   op_exec.c     /exec: argument validation, the exec response and receipt
  *   op_files.c    the file operations' arguments and responses
  *   op_observe.c  /isolation, inspect, status and verify responses
- *   op_session.c  /configure's arguments and response */
+ *   op_session.c  /configure's arguments and response
+ *   op_process.c  the /process routes: arguments and responses (session/procs.c runs them) */
 #pragma once
 #include <cJSON.h>
 #include <stdarg.h>

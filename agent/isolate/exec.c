@@ -541,7 +541,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 {
 	struct exec_ctx x;
 	bk_warm_busy(e);
-	struct bk_warm_slot *w = bk_warm_take(e, pod, req);
+	struct bk_warm_slot *w = req->stdin_fd > 0 ? NULL : bk_warm_take(e, pod, req);
 	int r = -EAGAIN;
 	if (w) {
 		adopt(&x, w, pod, req, res);

@@ -108,6 +108,10 @@ struct bk_exec_req {
 	/* NULL: output is kept in the result (up to the caps). Else it goes
 	 * to the sink as it arrives and is not kept (the caps still count). */
 	const struct bk_exec_sink *sink;
+	/* > 0: the command's stdin (a pipe's read end, a background process:
+	 * session/procs.c); such an exec never takes a warm slot (their stdin
+	 * is set before the request). 0: /dev/null. */
+	int stdin_fd;
 };
 
 /* Where a streamed exec's output goes, on the exec's own thread, as it

@@ -23,6 +23,9 @@ void bk_config_defaults(struct bk_config *c)
 	c->timeout_default = 30;
 	c->timeout_max = 3600;
 	c->output_cap = 1u << 20;
+	c->process_max = 4;                  /* the reference's defaults */
+	c->process_output_cap = 256u * 1024u;
+	c->process_runtime_max = 4 * 3600;
 	c->layer_netns = true;
 	c->layer_bpf = true;
 	c->layer_landlock = true;
@@ -142,7 +145,8 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 					   "layers", "testing", "profiles", "deny_cidrs", "default_profile",
 					   "profile_selectors", "verify_targets", "selftest_interval", NULL };
 	static const char *const exec_keys[] = { "pids_max", "memory_max", "timeout_default", "timeout_max",
-						 "output_cap", "warm_slots", "warm_idle_s", NULL };
+						 "output_cap", "warm_slots", "warm_idle_s", "process_max",
+						 "process_output_cap", "process_runtime_max", NULL };
 	static const char *const layer_keys[] = { "netns", "bpf", "landlock", "seccomp", NULL };
 	static const char *const test_keys[] = { "allow_unsafe", "fault", "mask_features", NULL };
 	if ((r = check_keys(root, "the top level", top, err, errlen)) < 0)
@@ -190,7 +194,10 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 		    (r = get_u64(ex, "timeout_max", 1, 86400, &tm, err, errlen)) < 0 ||
 		    (r = get_u64(ex, "output_cap", 1024, 64u << 20, &c->output_cap, err, errlen)) < 0 ||
 		    (r = get_u64(ex, "warm_slots", 0, 8, &c->warm_slots, err, errlen)) < 0 ||
-		    (r = get_u64(ex, "warm_idle_s", 1, 3600, &c->warm_idle_s, err, errlen)) < 0)
+		    (r = get_u64(ex, "warm_idle_s", 1, 3600, &c->warm_idle_s, err, errlen)) < 0 ||
+		    (r = get_u64(ex, "process_max", 1, 64, &c->process_max, err, errlen)) < 0 ||
+		    (r = get_u64(ex, "process_output_cap", 4096, 64u << 20, &c->process_output_cap, err, errlen)) < 0 ||
+		    (r = get_u64(ex, "process_runtime_max", 1, 86400, &c->process_runtime_max, err, errlen)) < 0)
 			goto out;
 		c->timeout_default = (uint32_t)td;
 		c->timeout_max = (uint32_t)tm;

@@ -28,6 +28,10 @@ struct bk_config {
 	uint32_t timeout_default; /* seconds */
 	uint32_t timeout_max;
 	uint64_t output_cap;      /* bytes, each of stdout and stderr */
+	/* background processes (the /process routes, session/procs.c) */
+	uint64_t process_max;        /* exec.process_max: running at once per pod (the reference's 429) */
+	uint64_t process_output_cap; /* exec.process_output_cap: bytes kept per process (oldest dropped) */
+	uint64_t process_runtime_max; /* exec.process_runtime_max: max_runtime_seconds ceiling */
 	bool layer_netns;         /* fresh netns per exec */
 	bool layer_bpf;           /* BPF egress filters; false only with testing.allow_unsafe */
 	bool layer_landlock;      /* kernel execute allowlist for sessions with allowed_commands */

@@ -24,6 +24,11 @@ struct bk_exec_args {
 	int client_fd;      /* the requester's connection (-1: none): its hang-up kills the exec */
 	bool stream;        /* "stream": true (the API edge answers with events) */
 	const struct bk_exec_sink *sink; /* NULL, or where output goes as it arrives (isolate/exec.h) */
+	/* a background process (session/procs.c): its output to the sink
+	 * without the exec caps (its own ring buffer bounds it), its stdin
+	 * from this pipe (> 0; 0: /dev/null) */
+	bool uncapped;
+	int stdin_fd;
 };
 
 /* Why an exec did not run. code is stable (node_unsafe, unknown_profile,

@@ -12,6 +12,8 @@
  *                exec_args.h)
  *   allowlist.c  the session's command allowlist, enforced by the strict
  *                parser and by Landlock's execute allowlist
+ *   procs.c      background processes (the /process routes): each an exec of run.c
+ *                on a thread of its own, its output in a ring buffer
  *
  * One session per pod, keyed by the pod UID the kernel-derived identity
  * gave (never by anything in a request). /configure starts a new one: every
