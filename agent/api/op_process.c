@@ -71,8 +71,14 @@ static bool json_int(const cJSON *v, int64_t *out)
 	return true;
 }
 
-static char *start(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
+struct start_args {
+	const char *command, *description;
+	uint32_t runtime;
+};
+
+static char *parse_start(const struct bk_config *c, const cJSON *args, struct start_args *sa)
 {
+	memset(sa, 0, sizeof(*sa));
 	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(args, "command");
 	if (!cmd)
 		return bk_api_invalid("command", "missing", "Field required");
@@ -82,15 +88,15 @@ static char *start(struct bk_agent *a, const struct bk_pod *pod, const cJSON *ar
 		return bk_api_invalid("command", "value_error", "command must not be empty");
 	if (strlen(cmd->valuestring) > MAX_COMMAND)
 		return bk_api_invalid("command", "string_too_long", "command is longer than %u bytes", MAX_COMMAND);
+	sa->command = cmd->valuestring;
 	const cJSON *desc = cJSON_GetObjectItemCaseSensitive(args, "description");
-	const char *description = NULL;
 	if (desc && !cJSON_IsNull(desc)) {
 		if (!cJSON_IsString(desc))
 			return bk_api_invalid("description", "string_type", "Input should be a valid string");
 		if (strlen(desc->valuestring) > MAX_DESCRIPTION)
 			return bk_api_invalid("description", "string_too_long", "description is longer than %u bytes",
 					      MAX_DESCRIPTION);
-		description = desc->valuestring;
+		sa->description = desc->valuestring;
 	}
 	const cJSON *mr = cJSON_GetObjectItemCaseSensitive(args, "max_runtime_seconds");
 	int64_t runtime;
@@ -102,7 +108,7 @@ static char *start(struct bk_agent *a, const struct bk_pod *pod, const cJSON *ar
 	int64_t pv;
 	if (port && !cJSON_IsNull(port) && !json_int(port, &pv))
 		return bk_api_invalid("expose_port", "int_type", "Input should be a valid integer");
-	uint64_t ceiling = a->cfg.process_runtime_max;
+	uint64_t ceiling = c->process_runtime_max;
 	if (runtime <= 0 || (uint64_t)runtime > ceiling)
 		return bk_api_error(400, "bad_request", "max_runtime_seconds must be between 1 and %llu",
 				    (unsigned long long)ceiling);
@@ -112,10 +118,20 @@ static char *start(struct bk_agent *a, const struct bk_pod *pod, const cJSON *ar
 		return bk_api_error(400, "expose_port_unsupported",
 				    "expose_port is not supported by boxkite: every process keeps its own network "
 				    "namespace (/preview is not served)");
+	sa->runtime = (uint32_t)runtime;
+	return NULL;
+}
+
+static char *start(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
+{
+	struct start_args sa;
+	char *bad = parse_start(&a->cfg, args, &sa);
+	if (bad)
+		return bad;
 	struct bk_proc_info info;
 	struct bk_refusal ref;
 	int running = 0;
-	int r = bk_proc_start(a, pod, cmd->valuestring, description, (uint32_t)runtime, &info, &running, &ref);
+	int r = bk_proc_start(a, pod, sa.command, sa.description, sa.runtime, &info, &running, &ref);
 	if (r == -EBUSY)
 		return bk_api_error(429, "process_limit",
 				    "Session already has %d background process(es) running (max %llu). Stop one before "
@@ -207,20 +223,30 @@ static char *output(struct bk_agent *a, const struct bk_pod *pod, const cJSON *a
 	return bk_api_respond(200, b);
 }
 
-static char *input(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
+static char *parse_input(const cJSON *args, const char **out)
 {
-	const char *id = process_id(args);
-	/* the reference's framework validates the body before the handler
-	 * looks the id up */
 	const cJSON *data = cJSON_GetObjectItemCaseSensitive(args, "data");
 	if (!data)
 		return bk_api_invalid("data", "missing", "Field required");
 	if (!cJSON_IsString(data))
 		return bk_api_invalid("data", "string_type", "Input should be a valid string");
-	size_t n = strlen(data->valuestring);
-	if (n > MAX_PROC_INPUT)
+	if (strlen(data->valuestring) > MAX_PROC_INPUT)
 		return bk_api_invalid("data", "string_too_long", "String should have at most %u characters", MAX_PROC_INPUT);
-	int r = bk_proc_input(a, pod->pod_uid, id, data->valuestring, n);
+	*out = data->valuestring;
+	return NULL;
+}
+
+static char *input(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
+{
+	const char *id = process_id(args);
+	/* the reference's framework validates the body before the handler
+	 * looks the id up */
+	const char *data;
+	char *bad = parse_input(args, &data);
+	if (bad)
+		return bad;
+	size_t n = strlen(data);
+	int r = bk_proc_input(a, pod->pod_uid, id, data, n);
 	if (r == -ENOENT)
 		return not_found(id);
 	if (r == -ESRCH)
@@ -269,6 +295,20 @@ static char *list(struct bk_agent *a, const struct bk_pod *pod)
 	}
 	free(v);
 	return bk_api_respond(200, b);
+}
+
+char *bk_api_check_process_args(const struct bk_config *c, const char *op, const cJSON *args)
+{
+	struct start_args sa;
+	const char *data;
+	int64_t since;
+	if (streq(op, "process_start"))
+		return parse_start(c, args, &sa);
+	if (streq(op, "process_input"))
+		return parse_input(args, &data);
+	if (streq(op, "process_output"))
+		return since_arg(args, &since);
+	return NULL;
 }
 
 char *bk_api_process(struct bk_agent *a, const struct bk_pod *pod, const char *op, const cJSON *args)

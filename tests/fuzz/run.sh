@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 OUT=${FUZZ_OUT:-$ROOT/build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe shimreply filewire rxbound dns"
+ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe shimproc shimreply filewire rxbound dns"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
 
 CC=${FUZZ_CC:-}
@@ -50,6 +50,8 @@ srcs_of() {
 	config) echo agent/parse/config.c agent/parse/policy.c lib/err.c lib/util.c ;;
 	mountinfo) echo agent/isolate/cgroup.c lib/err.c lib/util.c ;;
 	shimframe) echo sidecar-shim/frame.c ;;
+	# the /process routes: path -> route and id, body + id + query -> the agent's args
+	shimproc) echo sidecar-shim/procroute.c sidecar-shim/frame.c ;;
 	# an agent answer as the shim reads it (every event frame of a streamed /exec)
 	shimreply) echo sidecar-shim/upstream.c lib/proto.c lib/util.c ;;
 	# the file helper's wire, both directions (the typed result and its MIME table with it)
@@ -69,7 +71,7 @@ max_len_of() {
 libs_of() {
 	case $1 in
 	cgroup | state | config) echo -lcjson ;;
-	shimframe) echo -Isidecar-shim -lcjson ;;
+	shimframe | shimproc) echo -Isidecar-shim -lcjson ;;
 	shimreply) echo -Isidecar-shim $(pkg-config --cflags libmicrohttpd) -lcjson -lpthread ;;
 	filewire) echo $(pkg-config --cflags libbpf libmnl libcjson) ;;
 	api) echo -Ibuild -DBK_VERSION=\"fuzz\" $(pkg-config --cflags --libs libbpf libmnl libmicrohttpd libcjson openssl libpcre2-8) -lpthread ;;
