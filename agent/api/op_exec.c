@@ -614,3 +614,11 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 	bk_exec_result_free(res);
 	return bk_api_respond(200, b);
 }
+
+/* A background process's ended exec (api/op_process.c): the fields of the
+ * exec answer after stdout/stderr, receipt included. */
+void bk_api_exec_result_fields(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
+			       struct bk_exec_result *res, cJSON *b)
+{
+	add_result(a, pod, ea, res, b);
+}

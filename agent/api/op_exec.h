@@ -15,3 +15,9 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 /* Validation of /exec arguments alone (NULL when valid, else the error
  * response); for tests and fuzzing. */
 char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args);
+struct bk_exec_args;
+struct bk_exec_result;
+/* The exec answer's fields after stdout/stderr (timed_out, ..., isolation,
+ * denied, receipt) into b: a background process's, once it ended. */
+void bk_api_exec_result_fields(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
+			       struct bk_exec_result *res, cJSON *b);

@@ -6,8 +6,10 @@
  * framework would refuse. Output is returned as the reference decodes it
  * (UTF-8, invalid bytes replaced by U+FFFD). */
 #include "agent/api/op_process.h"
+#include "agent/api/op_exec.h"
 #include "agent/api/reply.h"
 #include "agent/parse/text.h"
+#include "agent/session/exec_args.h"
 #include "agent/session/procs.h"
 #include "lib/util.h"
 
@@ -193,6 +195,19 @@ static char *since_arg(const cJSON *args, int64_t *since)
 	return NULL;
 }
 
+struct result_ctx {
+	struct bk_agent *a;
+	const struct bk_pod *pod;
+	cJSON *b;
+};
+
+static void add_receipt(void *ud, struct bk_exec_result *res, const char *command)
+{
+	struct result_ctx *rc = ud;
+	struct bk_exec_args ea = { .command = command, .client_fd = -1 };
+	bk_api_exec_result_fields(rc->a, rc->pod, &ea, res, rc->b);
+}
+
 static char *output(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args)
 {
 	const char *id = process_id(args);
@@ -220,6 +235,11 @@ static char *output(struct bk_agent *a, const struct bk_pod *pod, const cJSON *a
 	cJSON_AddBoolToObject(b, "truncated", o.truncated);
 	cJSON_AddItemToObject(b, "exit_code", exit_json(o.has_exit, o.exit_code));
 	cJSON_AddNumberToObject(b, "dropped_bytes", (double)o.dropped_bytes);
+	/* ended: its exec's receipt (isolation, denied, the signed receipt) */
+	if (o.status != BK_PROC_RUNNING) {
+		struct result_ctx rc = { .a = a, .pod = pod, .b = b };
+		bk_proc_with_result(a, pod->pod_uid, id, add_receipt, &rc);
+	}
 	return bk_api_respond(200, b);
 }
 

@@ -44,6 +44,7 @@ struct proc {
 	int stdin_rd, stdin_wr, stop_rd, stop_wr;
 	pthread_mutex_t io; /* a write to stdin vs. its close */
 	struct bk_pod pod;
+	struct bk_exec_result *res; /* its exec's, once it ran and ended (the receipt) */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -59,6 +60,10 @@ static void proc_unref_locked(struct proc *p)
 	closep(&p->stop_rd);
 	closep(&p->stop_wr);
 	bk_pod_release(&p->pod);
+	if (p->res) {
+		bk_exec_result_free(p->res);
+		free(p->res);
+	}
 	pthread_mutex_destroy(&p->io);
 	free(p->ring);
 	free(p->command);
@@ -251,6 +256,12 @@ static void *proc_main(void *arg)
 			p->status = res->timed_out ? BK_PROC_KILLED : BK_PROC_EXITED;
 		p->has_exit = true;
 		p->exit_code = res->exit_code;
+		/* kept for its receipt; its output went to the ring */
+		free(res->out);
+		free(res->err);
+		res->out = res->err = NULL;
+		p->res = res;
+		res = NULL;
 	} else if (p->status == BK_PROC_RUNNING) {
 		p->status = BK_PROC_KILLED; /* a read-back after its start failed: killed at once */
 	}
@@ -268,7 +279,7 @@ static void *proc_main(void *arg)
 	closep(&p->stop_rd);
 	proc_unref_locked(p); /* the thread's */
 	pthread_mutex_unlock(&lock);
-	if (r == 0)
+	if (r == 0 && res)
 		bk_exec_result_free(res);
 	free(res);
 	return NULL;
@@ -580,6 +591,19 @@ int bk_proc_kill_all(struct bk_agent *a, const char *pod_uid)
 	if (killed)
 		log_info("process_kill_all", LS("pod_uid", pod_uid), LI("killed", killed));
 	return killed;
+}
+
+int bk_proc_with_result(struct bk_agent *a, const char *pod_uid, const char *id,
+			void (*fn)(void *ud, struct bk_exec_result *res, const char *command), void *ud)
+{
+	(void)a;
+	pthread_mutex_lock(&lock);
+	struct proc *p = find_locked(pod_uid, id);
+	int r = !p ? -ENOENT : !p->done || !p->res ? -EAGAIN : 0;
+	if (r == 0)
+		fn(ud, p->res, p->command);
+	pthread_mutex_unlock(&lock);
+	return r;
 }
 
 void bk_procs_shutdown(struct bk_agent *a)

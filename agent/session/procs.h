@@ -70,5 +70,11 @@ int bk_proc_list(struct bk_agent *a, const char *pod_uid, struct bk_proc_info **
 /* Kill every process of the pod and forget them all (their output too);
  * waits for their ends. Returns how many were still running. */
 int bk_proc_kill_all(struct bk_agent *a, const char *pod_uid);
+/* fn(ud, its exec's result, its command) under the registry's lock, if
+ * the process ran and ended: 0; -EAGAIN (running, or it never ran);
+ * -ENOENT. */
+struct bk_exec_result;
+int bk_proc_with_result(struct bk_agent *a, const char *pod_uid, const char *id,
+			void (*fn)(void *ud, struct bk_exec_result *res, const char *command), void *ud);
 /* The agent stops: every process of every pod. */
 void bk_procs_shutdown(struct bk_agent *a);

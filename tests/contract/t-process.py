@@ -4,12 +4,17 @@
 # process tools call them (src/boxkite/tools/process_tools.py), over pinned
 # HTTPS with auth: one group of checks per route, each against the
 # reference's shapes, status codes and error sentences.
+import base64
 import datetime
+import json
 import os
+import subprocess
+import tempfile
 import time
 from manager import *
 
 SCALE = int(os.environ.get("BK_TIME_SCALE", "1"))
+PUB = os.environ.get("BK_RECEIPT_PUB", "")
 START_KEYS = {"process_id", "status", "started_at"}
 OUTPUT_KEYS = {"status", "stdout_chunk", "next_offset", "truncated", "exit_code"}
 INFO_KEYS = {"process_id", "command", "description", "status", "started_at", "exit_code", "expose_port"}
@@ -131,6 +136,25 @@ ex = r.json().get("process_id", "proc_none") if r.status_code == 201 else "proc_
 b = wait_output(ex, lambda b: b.get("status") != "running")
 check("a process that exits: status exited, its exit code, its output",
       b.get("status") == "exited" and b.get("exit_code") == 3 and b.get("stdout_chunk") == "done\n", b)
+# ours: once ended, its exec's receipt (isolation read back, denied, signed)
+iso = b.get("isolation") or {}
+check("an ended process's output carries its exec's isolation receipt (fresh netns, lo only, 8 BPF programs)",
+      iso.get("netns") == "fresh" and iso.get("interfaces") == ["lo"] and len(iso.get("bpf", [])) == 8 and
+      iso.get("seccomp", {}).get("mode") == 2 and b.get("exec_id") and isinstance(b.get("denied"), list),
+      str(b)[:300])
+if PUB and isinstance(b.get("receipt"), dict):
+    rc = b["receipt"]
+    with tempfile.TemporaryDirectory() as d:
+        open(f"{d}/doc", "w").write(rc["document"])
+        open(f"{d}/sig", "wb").write(base64.b64decode(rc["signature"]))
+        p = subprocess.run(["openssl", "pkeyutl", "-verify", "-pubin", "-inkey", PUB, "-rawin", "-in", f"{d}/doc",
+                            "-sigfile", f"{d}/sig"], capture_output=True, text=True)
+    doc = json.loads(rc["document"])
+    check("... and its signed receipt verifies with stock openssl (exit_code 3, its exec_id)",
+          "Signature Verified Successfully" in p.stdout and doc.get("exit_code") == 3 and
+          doc.get("exec_id") == b.get("exec_id"), p.stdout + p.stderr)
+else:
+    check("... and its signed receipt", False, f"PUB={PUB!r} receipt={str(b.get('receipt'))[:200]}")
 r = request("POST", f"/process/{ex}/input", {"data": "x"})
 check("input to an exited process: 409", r.status_code == 409, r.text[:300])
 r = request("POST", f"/process/{ex}/stop")
