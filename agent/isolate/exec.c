@@ -466,7 +466,6 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	x->req = req;
 	x->res = res;
 	x->t0 = now_ns();
-	x->res->started_unix_ns = unix_ns();
 	x->fresh_netns = e->cfg->layer_netns && req->profile->fresh_netns;
 	bk_exec_cg_init(&x->cg);
 	for (int i = 0; i < BK_NPROGS; i++)
@@ -474,6 +473,7 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	x->netns_fd = x->landlock_fd = x->pidfd = x->out_fd = x->err_fd = x->go_fd = x->info_fd = -1;
 
 	memset(res, 0, sizeof(*res));
+	res->started_unix_ns = unix_ns(); /* (after the memset: the receipt's started_at) */
 	random_id(res->exec_id, sizeof(res->exec_id));
 	res->fresh_netns = x->fresh_netns;
 }

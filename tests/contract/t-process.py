@@ -153,6 +153,9 @@ if PUB and isinstance(b.get("receipt"), dict):
     check("... and its signed receipt verifies with stock openssl (exit_code 3, its exec_id)",
           "Signature Verified Successfully" in p.stdout and doc.get("exit_code") == 3 and
           doc.get("exec_id") == b.get("exec_id"), p.stdout + p.stderr)
+    t0, t1 = doc.get("started_at", ""), doc.get("ended_at", "")
+    check(f"... its started_at is the exec's start, this year, not after its end ({t0} .. {t1})",
+          t0[:4] == t1[:4] == time.strftime("%Y", time.gmtime()) and t0 <= t1, f"{t0} {t1}")
 else:
     check("... and its signed receipt", False, f"PUB={PUB!r} receipt={str(b.get('receipt'))[:200]}")
 r = request("POST", f"/process/{ex}/input", {"data": "x"})
