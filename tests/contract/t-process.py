@@ -137,10 +137,10 @@ b = wait_output(ex, lambda b: b.get("status") != "running")
 check("a process that exits: status exited, its exit code, its output",
       b.get("status") == "exited" and b.get("exit_code") == 3 and b.get("stdout_chunk") == "done\n", b)
 # ours: once ended, its exec's receipt (isolation read back, denied, signed)
-iso = b.get("isolation") or {}
+isol = b.get("isolation") or {}
 check("an ended process's output carries its exec's isolation receipt (fresh netns, lo only, 8 BPF programs)",
-      iso.get("netns") == "fresh" and iso.get("interfaces") == ["lo"] and len(iso.get("bpf", [])) == 8 and
-      iso.get("seccomp", {}).get("mode") == 2 and b.get("exec_id") and isinstance(b.get("denied"), list),
+      isol.get("netns") == "fresh" and isol.get("interfaces") == ["lo"] and len(isol.get("bpf", [])) == 8 and
+      isol.get("seccomp", {}).get("mode") == 2 and b.get("exec_id") and isinstance(b.get("denied"), list),
       str(b)[:300])
 if PUB and isinstance(b.get("receipt"), dict):
     rc = b["receipt"]
