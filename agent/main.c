@@ -24,6 +24,7 @@
 #include "agent/observe/metrics.h"
 #include "agent/observe/observe.h"
 #include "agent/isolate/recover.h"
+#include "agent/session/procs.h"
 #include "lib/log.h"
 #include "lib/proto.h"
 #include "lib/util.h"
@@ -789,6 +790,7 @@ int main(int argc, char **argv)
 	close(afd);
 	unlink(c->socket);
 	unlink(c->admin_socket);
+	bk_procs_shutdown(&agent); /* background processes: killed, not left to the next agent */
 	drain();
 	bk_metrics_stop();
 	bk_selftest_stop();

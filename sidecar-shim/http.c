@@ -22,6 +22,7 @@
 #include "shim.h"
 #include "frame.h"
 #include "ws.h"
+#include "procroute.h"
 #include "lib/proto.h"
 
 #include <cjson/cJSON.h>
@@ -39,8 +40,8 @@ enum route_kind {
 	R_TOOL_CALL, /* to the backend (backend.c), or the agent's local tools (opt-in) */
 	R_FLUSH,     /* no storage backend: nothing pending */
 	R_FLUSH_CONFIRMED,
-	R_KILL_ALL,  /* no background processes: none killed */
 	R_PTY,       /* the /pty WebSocket: upgraded, then relayed (wspty.c) */
+	R_PROCESS,   /* /process routes (procroute.c): forwarded with the path's id */
 	R_NOT_IMPL,  /* the reference serves it, boxkite does not (501) */
 };
 
@@ -70,7 +71,6 @@ static const struct route routes[] = {
 	{ "/metrics", "GET", "metrics", false, R_METRICS, false },
 	{ "/flush", "POST", NULL, false, R_FLUSH, false },
 	{ "/flush/confirmed", "POST", NULL, false, R_FLUSH_CONFIRMED, false },
-	{ "/process/kill-all", "POST", NULL, false, R_KILL_ALL, false },
 	/* served by the reference, not by boxkite: 501 not_implemented (after
 	 * authentication, whatever the method) */
 	{ "/interpreter/", NULL, NULL, false, R_NOT_IMPL, true },
@@ -78,8 +78,8 @@ static const struct route routes[] = {
 	{ "/lsp/", NULL, NULL, false, R_NOT_IMPL, true },
 	{ "/browser/", NULL, NULL, false, R_NOT_IMPL, true },
 	{ "/preview/", NULL, NULL, false, R_NOT_IMPL, true },
-	{ "/process/", NULL, NULL, false, R_NOT_IMPL, true },
-	{ "/process", NULL, NULL, false, R_NOT_IMPL, false },
+	{ "/process/", NULL, NULL, false, R_PROCESS, true },
+	{ "/process", NULL, NULL, false, R_PROCESS, false },
 	{ "/pty-exec", "POST", "pty_exec", true, R_AGENT, false },
 	{ "/pty", "GET", "pty", false, R_PTY, false },
 	{ "/desktop", NULL, NULL, false, R_NOT_IMPL, false },
@@ -89,6 +89,16 @@ static const struct route routes[] = {
 	{ "/ensure-skills", NULL, NULL, false, R_NOT_IMPL, false },
 	{ "/inject-skills", NULL, NULL, false, R_NOT_IMPL, false },
 	{ "/prefetch-uploads", NULL, NULL, false, R_NOT_IMPL, false },
+};
+
+/* ... each resolved by shim_process_route to one of these */
+static const struct route process_routes[PROC_N] = {
+	[PROC_START] = { "/process/start", "POST", "process_start", true, R_PROCESS, false },
+	[PROC_LIST] = { "/process", "GET", "process_list", false, R_PROCESS, false },
+	[PROC_KILL_ALL] = { "/process/kill-all", "POST", "process_kill_all", false, R_PROCESS, false },
+	[PROC_OUTPUT] = { "/process/{id}/output", "GET", "process_output", false, R_PROCESS, false },
+	[PROC_INPUT] = { "/process/{id}/input", "POST", "process_input", true, R_PROCESS, false },
+	[PROC_STOP] = { "/process/{id}/stop", "POST", "process_stop", false, R_PROCESS, false },
 };
 
 #define AUTH_HEADER "X-Sidecar-Auth-Token"
@@ -133,7 +143,6 @@ static const char body_bad_ws[] =
 		 "bad_websocket_handshake");
 static const char body_flush[] = "{\"status\":\"flushed\",\"files\":[]}";
 static const char body_flush_confirmed[] = "{\"status\":\"flushed\",\"storage_prefix\":null,\"storage_keys\":[]}";
-static const char body_kill_all[] = "{\"killed\":0}";
 
 #define METRIC_LABEL_MAX 96
 
@@ -151,6 +160,7 @@ struct req {
 	size_t len, cap;
 	char peer[SHIM_ADDR_MAX];
 	char label[METRIC_LABEL_MAX]; /* boxkite_sidecar_* route label */
+	char proc_id[SHIM_PROC_ID_MAX + 1]; /* a /process route's {id} */
 };
 
 static const char *method_label(const char *m)
@@ -1010,6 +1020,14 @@ static enum MHD_Result first_call(struct shim *s, struct MHD_Connection *c, stru
 		return respond_static(s, c, r, MHD_HTTP_NOT_FOUND, body_not_found);
 	if (r->route->kind == R_NOT_IMPL)
 		return respond_static(s, c, r, MHD_HTTP_NOT_IMPLEMENTED, body_not_impl);
+	if (r->route->kind == R_PROCESS) {
+		enum shim_proc_route pr = shim_process_route(url, r->proc_id, sizeof(r->proc_id));
+		if (pr == PROC_NONE) {
+			r->route = NULL;
+			return respond_static(s, c, r, MHD_HTTP_NOT_FOUND, body_not_found);
+		}
+		r->route = &process_routes[pr];
+	}
 	if (!streq(method, r->route->method))
 		return respond_static(s, c, r, MHD_HTTP_METHOD_NOT_ALLOWED, body_bad_method);
 	if (health)
@@ -1163,6 +1181,26 @@ static enum MHD_Result respond_pty(struct shim *s, struct MHD_Connection *c, str
 	return MHD_YES;
 }
 
+/* A /process route: the body (POST; a body sent otherwise is ignored),
+ * the path's id and the query's since_offset, to the agent. */
+static enum MHD_Result forward_process(struct shim *s, struct MHD_Connection *c, struct req *r)
+{
+	if (r->route->body && !body_is_json_object(r->body, r->len))
+		return respond_static(s, c, r, MHD_HTTP_UNPROCESSABLE_CONTENT,
+				      body_is_json(r->body, r->len) ? body_not_object : body_bad_json);
+	const char *since = r->route == &process_routes[PROC_OUTPUT]
+				    ? MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "since_offset")
+				    : NULL;
+	_cleanup_free_ char *args = NULL;
+	size_t alen = 0;
+	int e = shim_process_args(r->route->body ? r->body : NULL, r->len, r->proc_id, since, &args, &alen);
+	free(r->body);
+	r->body = NULL;
+	if (e < 0)
+		return respond_static(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, body_internal);
+	return forward(s, c, r, args, alen);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 			      const char *version, const char *upload_data, size_t *upload_data_size,
 			      void **con_cls)
@@ -1199,8 +1237,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return respond_static(s, c, r, MHD_HTTP_OK, body_flush);
 	case R_FLUSH_CONFIRMED:
 		return respond_static(s, c, r, MHD_HTTP_OK, body_flush_confirmed);
-	case R_KILL_ALL:
-		return respond_static(s, c, r, MHD_HTTP_OK, body_kill_all);
 	case R_METRICS:
 		return respond_metrics(s, c, r);
 	case R_PTY:
@@ -1208,6 +1244,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	default:
 		break;
 	}
+	if (r->route->kind == R_PROCESS)
+		return forward_process(s, c, r);
 	if (!r->route->body)
 		return forward(s, c, r, "{}", 2); /* a body sent with a GET is ignored */
 	if (!body_is_json_object(r->body, r->len))

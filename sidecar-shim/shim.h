@@ -13,6 +13,7 @@
  *   log.c       the rate limit and libmicrohttpd's messages (lines: lib/log.h)
  *   tls.c       OpenSSL TLS 1.3 termination in front of libmicrohttpd
  *   http.c      libmicrohttpd daemon: routes, auth, limits, relaying
+ *   procroute.c the /process routes: path -> route and id, the agent's args
  *   upstream.c  the upstream connection pool: connections to the agent,
  *               round trips, reply validation
  *   ws.c        WebSocket frames (RFC 6455): handshake key, the client

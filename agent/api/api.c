@@ -9,6 +9,7 @@
 #include "agent/api/op_policy.h"
 #include "agent/api/op_files.h"
 #include "agent/api/op_pty.h"
+#include "agent/api/op_process.h"
 #include "agent/session/session.h"
 #include "agent/observe/metrics.h"
 #include "lib/util.h"
@@ -118,6 +119,11 @@ static char *op_pty(struct bk_agent *a, const struct bk_pod *p, const char *op, 
 	return streq(op, "pty") ? bk_api_pty(a, p, args, bk_api_client_fd) : bk_api_pty_exec(a, p, args, bk_api_client_fd);
 }
 
+static char *op_process(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args)
+{
+	return bk_api_process(a, p, op, args);
+}
+
 static char *op_tool_call(struct bk_agent *a, const struct bk_pod *p, const char *op, const cJSON *args);
 
 #define POD_OP (BY_SHIM | BY_ADMIN | ON_POD)
@@ -141,6 +147,12 @@ static const struct op ops[] = {
 	{ "read_image", POD_OP, op_file },
 	{ "pty", POD_OP, op_pty },      /* the /pty WebSocket, boxkitectl exec -it */
 	{ "pty_exec", POD_OP, op_pty }, /* POST /pty-exec */
+	{ "process_start", POD_OP, op_process },
+	{ "process_output", POD_OP, op_process },
+	{ "process_input", POD_OP, op_process },
+	{ "process_stop", POD_OP, op_process },
+	{ "process_list", POD_OP, op_process },
+	{ "process_kill_all", POD_OP, op_process },
 	{ "status", BY_ADMIN, op_status },
 	{ "events", BY_ADMIN, op_events },
 	{ "policy_set", BY_ADMIN | ON_POD, op_policy_set }, /* boxkitectl policy set NAME PROFILE */

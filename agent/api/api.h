@@ -10,7 +10,8 @@
  *   op_observe.c  /isolation, inspect, status and verify responses
  *   op_session.c  /configure's arguments and response
  *   op_policy.c   policy_set (boxkitectl policy set): arguments and response
- *   op_pty.c      terminals: the /pty WebSocket's op and /pty-exec */
+ *   op_pty.c      terminals: the /pty WebSocket's op and /pty-exec
+ *   op_process.c  the /process routes: arguments and responses (session/procs.c runs them) */
 #pragma once
 #include <cJSON.h>
 #include <stdarg.h>

@@ -620,3 +620,4 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 	bk_exec_result_free(res);
 	return bk_api_respond(200, b);
 }
+

@@ -15,10 +15,11 @@ char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *arg
 /* Validation of /exec arguments alone (NULL when valid, else the error
  * response); for tests and fuzzing. */
 char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args);
-/* The fields of an exec's answer after its output (timed_out, truncated,
- * duration_ms, exec_id, isolation, denied, denied_total, receipt), for
- * the terminal's exit event (op_pty.c). */
 struct bk_exec_args;
 struct bk_exec_result;
+/* The exec answer's fields after stdout/stderr (timed_out, truncated,
+ * duration_ms, exec_id, isolation, denied, denied_total, receipt) into b:
+ * a terminal's exit event (op_pty.c), a background process's once it
+ * ended (op_process.c). */
 void bk_api_exec_result_fields(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
 			       struct bk_exec_result *res, cJSON *b);

@@ -2,6 +2,7 @@
 #include "agent/api/op_session.h"
 #include "agent/api/reply.h"
 #include "agent/parse/session_record.h"
+#include "agent/session/procs.h"
 #include "agent/session/session.h"
 #include "lib/util.h"
 
@@ -26,6 +27,10 @@ char *bk_api_configure(struct bk_agent *a, const struct bk_pod *pod, const cJSON
 	if (bad)
 		return bk_api_invalid("allowed_commands", "value_error", "%s", bad);
 	struct bk_configure_result res;
+	/* the previous session's background processes and their output go
+	 * first (their cgroups would be killed below anyway; this forgets
+	 * them, so that the next session cannot read them) */
+	bk_proc_kill_all(a, pod->pod_uid);
 	if (bk_session_configure(a, pod, id, allowed, &res) < 0) {
 		static const struct {
 			int status;

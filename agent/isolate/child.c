@@ -848,7 +848,8 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 	if (mr < 0)
 		return mr;
 	struct child_args ca = {
-		.info_fd = info_wr, .out_fd = out_wr, .err_fd = err_wr, .devnull = e->devnull, .go_fd = go_child,
+		.info_fd = info_wr, .out_fd = out_wr, .err_fd = err_wr, .go_fd = go_child,
+		.devnull = req->stdin_fd > 0 ? req->stdin_fd : e->devnull,
 		.pty_sock = pty_child, .pty_rows = req->pty_rows, .pty_cols = req->pty_cols,
 		.pidfd = x->pod->sandbox_pidfd, .n_v1 = x->cg.n_v1,
 		.fresh_netns = x->fresh_netns, .netns_fd = x->netns_fd, .landlock_fd = x->landlock_fd,

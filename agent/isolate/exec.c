@@ -492,7 +492,6 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	x->req = req;
 	x->res = res;
 	x->t0 = now_ns();
-	x->res->started_unix_ns = unix_ns();
 	x->fresh_netns = e->cfg->layer_netns && req->profile->fresh_netns;
 	bk_exec_cg_init(&x->cg);
 	for (int i = 0; i < BK_NPROGS; i++)
@@ -501,6 +500,7 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	x->pty_sock = -1;
 
 	memset(res, 0, sizeof(*res));
+	res->started_unix_ns = unix_ns(); /* (after the memset: the receipt's started_at) */
 	random_id(res->exec_id, sizeof(res->exec_id));
 	res->fresh_netns = x->fresh_netns;
 }
@@ -568,7 +568,7 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 {
 	struct exec_ctx x;
 	bk_warm_busy(e);
-	struct bk_warm_slot *w = bk_warm_take(e, pod, req);
+	struct bk_warm_slot *w = req->stdin_fd > 0 ? NULL : bk_warm_take(e, pod, req);
 	int r = -EAGAIN;
 	if (w) {
 		adopt(&x, w, pod, req, res);

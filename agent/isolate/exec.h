@@ -115,6 +115,10 @@ struct bk_exec_req {
 	uint16_t pty_rows, pty_cols;
 	uint32_t idle_s;              /* > 0: no input or output for this long ends it (timed_out) */
 	uint32_t timeout_ms;          /* > 0: the timeout in ms (instead of timeout_s) */
+	/* > 0: the command's stdin (a pipe's read end, a background process:
+	 * session/procs.c); such an exec never takes a warm slot (their stdin
+	 * is set before the request). 0: /dev/null. */
+	int stdin_fd;
 };
 
 /* Where a streamed exec's output goes, on the exec's own thread, as it

@@ -27,6 +27,9 @@ void bk_config_defaults(struct bk_config *c)
 	c->pty_max = 4;
 	c->pty_idle_s = 900;
 	c->pty_max_s = 28800;
+	c->process_max = 4;                  /* the reference's defaults */
+	c->process_output_cap = 256u * 1024u;
+	c->process_runtime_max = 4 * 3600;
 	c->layer_netns = true;
 	c->layer_bpf = true;
 	c->layer_landlock = true;
@@ -146,7 +149,8 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 					   "layers", "testing", "profiles", "deny_cidrs", "default_profile",
 					   "profile_selectors", "verify_targets", "selftest_interval", "pty", NULL };
 	static const char *const exec_keys[] = { "pids_max", "memory_max", "timeout_default", "timeout_max",
-						 "output_cap", "warm_slots", "warm_idle_s", NULL };
+						 "output_cap", "warm_slots", "warm_idle_s", "process_max",
+						 "process_output_cap", "process_runtime_max", NULL };
 	static const char *const layer_keys[] = { "netns", "bpf", "landlock", "seccomp", NULL };
 	static const char *const test_keys[] = { "allow_unsafe", "fault", "mask_features", "policy_sweep_s", NULL };
 	if ((r = check_keys(root, "the top level", top, err, errlen)) < 0)
@@ -194,7 +198,10 @@ int bk_config_parse(struct bk_config *c, const char *json, size_t len, char *err
 		    (r = get_u64(ex, "timeout_max", 1, 86400, &tm, err, errlen)) < 0 ||
 		    (r = get_u64(ex, "output_cap", 1024, 64u << 20, &c->output_cap, err, errlen)) < 0 ||
 		    (r = get_u64(ex, "warm_slots", 0, 8, &c->warm_slots, err, errlen)) < 0 ||
-		    (r = get_u64(ex, "warm_idle_s", 1, 3600, &c->warm_idle_s, err, errlen)) < 0)
+		    (r = get_u64(ex, "warm_idle_s", 1, 3600, &c->warm_idle_s, err, errlen)) < 0 ||
+		    (r = get_u64(ex, "process_max", 1, 64, &c->process_max, err, errlen)) < 0 ||
+		    (r = get_u64(ex, "process_output_cap", 4096, 64u << 20, &c->process_output_cap, err, errlen)) < 0 ||
+		    (r = get_u64(ex, "process_runtime_max", 1, 86400, &c->process_runtime_max, err, errlen)) < 0)
 			goto out;
 		c->timeout_default = (uint32_t)td;
 		c->timeout_max = (uint32_t)tm;

@@ -33,6 +33,10 @@ struct bk_config {
 	uint64_t pty_idle_s;      /* pty.idle_timeout_s: a terminal with no input or output ends */
 	uint64_t pty_max_s;       /* pty.max_seconds: a terminal's longest life */
 	bool pty_exec;            /* pty.exec_enabled: POST /pty-exec (404 when off, as the reference) */
+	/* background processes (the /process routes, session/procs.c) */
+	uint64_t process_max;        /* exec.process_max: running at once per pod (the reference's 429) */
+	uint64_t process_output_cap; /* exec.process_output_cap: bytes kept per process (oldest dropped) */
+	uint64_t process_runtime_max; /* exec.process_runtime_max: max_runtime_seconds ceiling */
 	bool layer_netns;         /* fresh netns per exec */
 	bool layer_bpf;           /* BPF egress filters; false only with testing.allow_unsafe */
 	bool layer_landlock;      /* kernel execute allowlist for sessions with allowed_commands */

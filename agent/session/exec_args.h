@@ -30,6 +30,11 @@ struct bk_exec_args {
 	uint16_t pty_rows, pty_cols;
 	uint32_t idle_s;     /* > 0: ends after this long without input or output */
 	uint32_t timeout_ms; /* > 0: the timeout in ms, instead of timeout */
+	/* a background process (session/procs.c): its output to the sink
+	 * without the exec caps (its own ring buffer bounds it), its stdin
+	 * from this pipe (> 0; 0: /dev/null) */
+	bool uncapped;
+	int stdin_fd;
 };
 
 /* Why an exec did not run. code is stable (node_unsafe, unknown_profile,

@@ -15,6 +15,8 @@
  *   livepolicy.c the egress profile of a pod's new execs: the operator's
  *                override (policy set), annotation, selectors, default;
  *                changes logged and kept for inspect (livepolicy.h)
+ *   procs.c      background processes (the /process routes): each an exec of run.c
+ *                on a thread of its own, its output in a ring buffer
  *
  * One session per pod, keyed by the pod UID the kernel-derived identity
  * gave (never by anything in a request). /configure starts a new one: every

@@ -6,6 +6,7 @@
  * what is fuzzed is everything before that. */
 #include "fuzz.h"
 #include "agent/api/api.h"
+#include "agent/api/op_process.h"
 
 #include <cJSON.h>
 #include <unistd.h>
@@ -82,6 +83,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		} else {
 			const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(args, "command");
 			CHECK(cJSON_IsString(cmd) && cmd->valuestring[0], "accepted an exec without a command");
+		}
+	}
+	/* ... and the /process routes' (start, input, output) */
+	const cJSON *op = cJSON_GetObjectItemCaseSensitive(r, "op");
+	if (cJSON_IsObject(args) && cJSON_IsString(op)) {
+		char *e = bk_api_check_process_args(&agent.cfg, op->valuestring, args);
+		if (e) {
+			cJSON *ej = cJSON_Parse(e);
+			const cJSON *st = ej ? cJSON_GetObjectItemCaseSensitive(ej, "status") : NULL;
+			CHECK(cJSON_IsNumber(st) && (st->valueint == 422 || st->valueint == 400), "process args: %.200s", e);
+			CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(ej, "body")), "process args: no body: %.200s", e);
+			cJSON_Delete(ej);
+			free(e);
+		} else if (strcmp(op->valuestring, "process_start") == 0) {
+			const cJSON *mr = cJSON_GetObjectItemCaseSensitive(args, "max_runtime_seconds");
+			CHECK(cJSON_IsNumber(mr) && mr->valuedouble >= 1 && mr->valuedouble <= agent.cfg.process_runtime_max,
+			      "accepted max_runtime_seconds out of range");
 		}
 	}
 	cJSON_Delete(r);

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 OUT=${FUZZ_OUT:-$ROOT/build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe shimreply filewire rxbound dns wsframe shlex"
+ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe shimproc shimreply filewire rxbound dns wsframe shlex"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
 
 CC=${FUZZ_CC:-}
@@ -54,6 +54,8 @@ srcs_of() {
 	wsframe) echo sidecar-shim/ws.c ;;
 	# /pty-exec's command, shlex.split into single-quoted words
 	shlex) echo agent/parse/shlex.c lib/err.c lib/util.c ;;
+	# the /process routes: path -> route and id, body + id + query -> the agent's args
+	shimproc) echo sidecar-shim/procroute.c sidecar-shim/frame.c ;;
 	# an agent answer as the shim reads it (every event frame of a streamed /exec)
 	shimreply) echo sidecar-shim/upstream.c lib/proto.c lib/util.c ;;
 	# the file helper's wire, both directions (the typed result and its MIME table with it)
@@ -73,7 +75,7 @@ max_len_of() {
 libs_of() {
 	case $1 in
 	cgroup | state | config) echo -lcjson ;;
-	shimframe) echo -Isidecar-shim -lcjson ;;
+	shimframe | shimproc) echo -Isidecar-shim -lcjson ;;
 	wsframe) echo -Isidecar-shim -lcjson -lcrypto ;;
 	shimreply) echo -Isidecar-shim $(pkg-config --cflags libmicrohttpd) -lcjson -lpthread ;;
 	filewire) echo $(pkg-config --cflags libbpf libmnl libcjson) ;;

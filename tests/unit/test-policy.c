@@ -329,6 +329,28 @@ static void domains_refused(void **st)
 	free(c);
 }
 
+/* exec.process_*: the /process routes' limits (defaults: the reference's) */
+static void process_keys(void **st)
+{
+	struct bk_config *c = calloc(1, sizeof(*c));
+	assert_non_null(c);
+	assert_int_equal(parse(c, "{}"), 0);
+	assert_int_equal(c->process_max, 4);
+	assert_int_equal(c->process_output_cap, 262144);
+	assert_int_equal(c->process_runtime_max, 14400);
+	assert_int_equal(parse(c, "{\"exec\":{\"process_max\":2,\"process_output_cap\":4096,\"process_runtime_max\":60}}"), 0);
+	assert_int_equal(c->process_max, 2);
+	assert_int_equal(c->process_output_cap, 4096);
+	assert_int_equal(c->process_runtime_max, 60);
+	static const char *const bad[] = { "{\"exec\":{\"process_max\":0}}", "{\"exec\":{\"process_output_cap\":4095}}",
+					   "{\"exec\":{\"process_runtime_max\":0}}", "{\"exec\":{\"process_runtime_max\":86401}}",
+					   "{\"exec\":{\"process_maximum\":3}}" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		if (parse(c, bad[i]) != -EINVAL)
+			fail_msg("accepted %s", bad[i]);
+	free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -340,6 +362,7 @@ int main(void)
 		cmocka_unit_test(domain_names),
 		cmocka_unit_test(domain_matching),
 		cmocka_unit_test(domains_refused),
+		cmocka_unit_test(process_keys),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
