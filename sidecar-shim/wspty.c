@@ -17,6 +17,7 @@
 #include "shim.h"
 #include "frame.h"
 #include "ws.h"
+#include "lib/b64.h"
 #include "lib/proto.h"
 
 #include <cjson/cJSON.h>
@@ -219,12 +220,9 @@ static int agent_message(struct wspty *w)
 		r = 1;
 	} else if (cJSON_IsString(type) && streq(type->valuestring, "output")) {
 		const cJSON *d64 = cJSON_GetObjectItemCaseSensitive(b, "data_base64");
-		size_t n = cJSON_IsString(d64) ? strlen(d64->valuestring) : 0;
-		unsigned char *raw = n ? malloc(n / 4 * 3 + 3) : NULL;
-		int dl = raw ? EVP_DecodeBlock(raw, (const unsigned char *)d64->valuestring, (int)n) : -1;
-		for (size_t p = n; dl > 0 && p > 0 && d64->valuestring[p - 1] == '='; p--)
-			dl--;
-		if (dl > 0 && ws_send(w, WS_OP_BINARY, raw, (size_t)dl) < 0)
+		size_t dl = 0;
+		unsigned char *raw = cJSON_IsString(d64) ? bk_b64_decode(d64->valuestring, &dl) : NULL;
+		if (raw && dl && ws_send(w, WS_OP_BINARY, raw, dl) < 0)
 			r = -EPIPE;
 		free(raw);
 	}

@@ -49,12 +49,8 @@ static bool env_name_ok(const char *n)
 	return !startswith(up, "LD_") && !startswith(up, "DYLD_");
 }
 
-/* Validate the exec arguments. Returns NULL and fills ea, or an error
- * response (422 with a list "detail", as the reference's framework). */
-static char *parse_exec(const struct bk_config *c, const cJSON *args, struct bk_exec_args *ea)
+char *bk_api_command_arg(const cJSON *args, const char **command)
 {
-	memset(ea, 0, sizeof(*ea));
-	ea->client_fd = -1;
 	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(args, "command");
 	if (!cmd)
 		return bk_api_invalid("command", "missing", "Field required");
@@ -64,7 +60,19 @@ static char *parse_exec(const struct bk_config *c, const cJSON *args, struct bk_
 		return bk_api_invalid("command", "value_error", "command must not be empty");
 	if (strlen(cmd->valuestring) > MAX_COMMAND)
 		return bk_api_invalid("command", "string_too_long", "command is longer than %u bytes", MAX_COMMAND);
-	ea->command = cmd->valuestring;
+	*command = cmd->valuestring;
+	return NULL;
+}
+
+/* Validate the exec arguments. Returns NULL and fills ea, or an error
+ * response (422 with a list "detail", as the reference's framework). */
+static char *parse_exec(const struct bk_config *c, const cJSON *args, struct bk_exec_args *ea)
+{
+	memset(ea, 0, sizeof(*ea));
+	ea->client_fd = -1;
+	char *bad = bk_api_command_arg(args, &ea->command);
+	if (bad)
+		return bad;
 	ea->timeout = c->timeout_default;
 	const cJSON *to = cJSON_GetObjectItemCaseSensitive(args, "timeout");
 	if (to && !cJSON_IsNull(to)) {
@@ -380,12 +388,7 @@ static int stream_send(struct exec_stream *s, cJSON *ev)
 		cJSON_Delete(ev);
 		return -EPIPE;
 	}
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "status", 200);
-	cJSON_AddBoolToObject(o, "more", true);
-	cJSON_AddItemToObject(o, "body", ev);
-	char *txt = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
+	char *txt = bk_api_event(ev);
 	if (!txt) {
 		s->broken = true;
 		return -ENOMEM;

@@ -12,6 +12,9 @@
  * client_fd as frames with "more" while it runs; the answer returned is
  * the last one (NULL when the requester went away meanwhile). */
 char *bk_api_exec(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args, int client_fd, bool may_stream);
+/* The "command" argument of /exec and /process/start: a non-empty string
+ * of at most 256 KiB into *command; NULL, or the 422 answer. */
+char *bk_api_command_arg(const cJSON *args, const char **command);
 /* Validation of /exec arguments alone (NULL when valid, else the error
  * response); for tests and fuzzing. */
 char *bk_api_check_exec_args(const struct bk_config *c, const cJSON *args);

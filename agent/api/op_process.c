@@ -16,7 +16,6 @@
 #include <limits.h>
 #include <time.h>
 
-#define MAX_COMMAND (256u * 1024u)
 #define MAX_DESCRIPTION (64u * 1024u)
 #define MAX_PROC_INPUT (10u * 1024u * 1024u) /* the reference's FILE_CONTENT_MAX_LENGTH */
 
@@ -81,16 +80,9 @@ struct start_args {
 static char *parse_start(const struct bk_config *c, const cJSON *args, struct start_args *sa)
 {
 	memset(sa, 0, sizeof(*sa));
-	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(args, "command");
-	if (!cmd)
-		return bk_api_invalid("command", "missing", "Field required");
-	if (!cJSON_IsString(cmd))
-		return bk_api_invalid("command", "string_type", "Input should be a valid string");
-	if (!cmd->valuestring[0])
-		return bk_api_invalid("command", "value_error", "command must not be empty");
-	if (strlen(cmd->valuestring) > MAX_COMMAND)
-		return bk_api_invalid("command", "string_too_long", "command is longer than %u bytes", MAX_COMMAND);
-	sa->command = cmd->valuestring;
+	char *bad = bk_api_command_arg(args, &sa->command);
+	if (bad)
+		return bad;
 	const cJSON *desc = cJSON_GetObjectItemCaseSensitive(args, "description");
 	if (desc && !cJSON_IsNull(desc)) {
 		if (!cJSON_IsString(desc))

@@ -163,12 +163,7 @@ static int send_event(struct pty_sess *s, cJSON *ev)
 		cJSON_Delete(ev);
 		return -EPIPE;
 	}
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "status", 200);
-	cJSON_AddBoolToObject(o, "more", true);
-	cJSON_AddItemToObject(o, "body", ev);
-	char *txt = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
+	char *txt = bk_api_event(ev);
 	int r = txt ? bk_send_msg(s->fd, txt, strlen(txt)) : -ENOMEM;
 	free(txt);
 	if (r < 0)

@@ -17,6 +17,17 @@ char *bk_api_respond(int status, cJSON *body)
 	return s;
 }
 
+char *bk_api_event(cJSON *body)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "status", 200);
+	cJSON_AddBoolToObject(o, "more", true);
+	cJSON_AddItemToObject(o, "body", body ? body : cJSON_CreateObject());
+	char *s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}
+
 static cJSON *error_body(const char *code, const char *fmt, va_list ap)
 {
 	char msg[1024];

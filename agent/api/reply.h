@@ -7,6 +7,9 @@
 
 /* {"status": status, "body": body} (body taken over). */
 char *bk_api_respond(int status, cJSON *body);
+/* {"status": 200, "more": true, "body": body} (body taken over): one event
+ * of a streamed answer (a streamed /exec, a terminal), more to follow. */
+char *bk_api_event(cJSON *body);
 /* {"status": status, "body": {"detail": <formatted>, "code": code}} */
 char *bk_api_error(int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* 422 with the reference framework's list "detail": [{type, loc: ["body",

@@ -6,11 +6,11 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 
 #include "agent/ctl/local/local.h"
 #include "agent/ctl/ctl.h"
+#include "lib/b64.h"
 #include "lib/proto.h"
 #include "lib/sign.h"
 #include "lib/util.h"
@@ -329,14 +329,10 @@ static int exec_stream(cJSON *args, bool json)
 			if (cJSON_IsString(d))
 				fputs(d->valuestring, f);
 			if (cJSON_IsString(d64)) {
-				size_t n = strlen(d64->valuestring);
-				unsigned char *raw = malloc(n / 4 * 3 + 3);
-				int dl = raw ? EVP_DecodeBlock(raw, (const unsigned char *)d64->valuestring, (int)n) : -1;
-				/* EVP_DecodeBlock counts the padding's zero bytes too */
-				for (size_t p = n; dl > 0 && p > 0 && d64->valuestring[p - 1] == '='; p--)
-					dl--;
-				if (dl > 0)
-					fwrite(raw, 1, (size_t)dl, f);
+				size_t dl;
+				unsigned char *raw = bk_b64_decode(d64->valuestring, &dl);
+				if (raw && dl)
+					fwrite(raw, 1, dl, f);
 				free(raw);
 			}
 			fflush(f);

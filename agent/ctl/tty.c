@@ -6,6 +6,7 @@
  * that is not a terminal stops the input, not the session), the exit
  * code is the shell's. */
 #include "agent/ctl/ctl.h"
+#include "lib/b64.h"
 #include "lib/proto.h"
 #include "lib/util.h"
 
@@ -108,14 +109,10 @@ static int agent_message(int fd, int *rc)
 		r = 1;
 	} else if (cJSON_IsString(type) && streq(type->valuestring, "output")) {
 		const cJSON *d64 = cJSON_GetObjectItemCaseSensitive(b, "data_base64");
-		size_t n = cJSON_IsString(d64) ? strlen(d64->valuestring) : 0;
-		unsigned char *raw = n ? malloc(n / 4 * 3 + 3) : NULL;
-		int dl = raw ? EVP_DecodeBlock(raw, (const unsigned char *)d64->valuestring, (int)n) : -1;
-		/* EVP_DecodeBlock counts the padding's zero bytes too */
-		for (size_t p = n; dl > 0 && p > 0 && d64->valuestring[p - 1] == '='; p--)
-			dl--;
-		if (dl > 0)
-			write_all(STDOUT_FILENO, raw, (size_t)dl);
+		size_t dl = 0;
+		unsigned char *raw = cJSON_IsString(d64) ? bk_b64_decode(d64->valuestring, &dl) : NULL;
+		if (raw && dl)
+			write_all(STDOUT_FILENO, raw, dl);
 		free(raw);
 	}
 	cJSON_Delete(o);
