@@ -393,9 +393,19 @@ static int stream_send(struct exec_stream *s, cJSON *ev)
 		s->broken = true;
 		return -ENOMEM;
 	}
-	/* a requester that stops reading holds the exec at most to its deadline */
-	uint64_t now = now_ns(), left = (s->deadline_ns > now ? s->deadline_ns - now : 0) + 1000000000ull;
+	/* a requester that stops reading holds the exec at most to its
+	 * deadline + 1 s, in all: each send waits only for what is left of
+	 * that (a reader taking a little now and then must not renew it) */
+	uint64_t now = now_ns(), end = s->deadline_ns + 1000000000ull;
+	if (now >= end) {
+		free(txt);
+		s->broken = true;
+		return -ETIMEDOUT;
+	}
+	uint64_t left = end - now;
 	struct timeval tv = { .tv_sec = (time_t)(left / 1000000000ull), .tv_usec = (suseconds_t)(left % 1000000000ull / 1000) };
+	if (!tv.tv_sec && !tv.tv_usec)
+		tv.tv_usec = 1; /* (zero would be no limit) */
 	setsockopt(s->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	int r = bk_send_msg(s->fd, txt, strlen(txt));
 	free(txt);
@@ -561,6 +571,9 @@ static char *exec_streamed(struct bk_agent *a, const struct bk_pod *pod, struct 
 		out = bk_api_refusal(&ref);
 		goto done;
 	}
+	/* the exec has ended (nothing of it is held any more): what is left
+	 * to send, and the exit event, get 1 s more */
+	s.deadline_ns = now_ns();
 	for (int k = 0; k < 2; k++)
 		if (flush_out(&s, k, s.o[k].rawlen, true, res->truncated) < 0)
 			s.broken = true;

@@ -345,6 +345,14 @@ static void run_command(struct exec_ctx *x)
 			kill_all(x, &st);
 			continue;
 		}
+		/* a command that never stops writing keeps poll from ever timing
+		 * out: its deadline (and the kill's) is checked on every wake-up too */
+		if (!st.killed && now_ns() >= deadline) {
+			res->timed_out = true;
+			kill_all(x, &st);
+		} else if (st.killed && now_ns() >= st.kill_deadline) {
+			break;
+		}
 		if (pty && io >= 0 && (pf[io].revents & POLLIN))
 			active = now_ns();
 		if (pty && ((ic >= 0 && (pf[ic].revents & POLLIN)) || (io >= 0 && (pf[io].revents & POLLOUT)))) {
