@@ -120,3 +120,40 @@ bool ws_resize_msg(const uint8_t *p, size_t n, unsigned *rows, unsigned *cols)
 	cJSON_Delete(o);
 	return ok;
 }
+
+bool ws_utf8_valid(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		uint8_t c = p[i];
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		size_t l;
+		uint8_t lo = 0x80, hi = 0xbf; /* the second byte's range */
+		if (c >= 0xc2 && c <= 0xdf) {
+			l = 2;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			l = 3;
+			if (c == 0xe0)
+				lo = 0xa0; /* not overlong */
+			else if (c == 0xed)
+				hi = 0x9f; /* no surrogate */
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			l = 4;
+			if (c == 0xf0)
+				lo = 0x90; /* not overlong */
+			else if (c == 0xf4)
+				hi = 0x8f; /* at most U+10FFFF */
+		} else {
+			return false; /* a continuation byte, an overlong lead (c0, c1), f5.. */
+		}
+		if (n - i < l || p[i + 1] < lo || p[i + 1] > hi)
+			return false;
+		for (size_t k = 2; k < l; k++)
+			if ((p[i + k] & 0xc0) != 0x80)
+				return false;
+		i += l;
+	}
+	return true;
+}

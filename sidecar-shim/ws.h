@@ -42,3 +42,8 @@ bool ws_accept_key(const char *key, char *out, size_t outlen);
  * payload is {"type":"resize","rows":R,"cols":C}, R and C from 1 to 4096.
  * Anything else is terminal input, as in the reference sidecar. */
 bool ws_resize_msg(const uint8_t *p, size_t n, unsigned *rows, unsigned *cols);
+
+/* Whether p[0..n) is valid UTF-8 (RFC 3629: no overlong form, surrogate
+ * or code point past U+10FFFF; NUL is valid), what a text message must be
+ * (RFC 6455 8.1: else the connection fails with 1007). */
+bool ws_utf8_valid(const uint8_t *p, size_t n);

@@ -4,6 +4,7 @@
  * agent connection (op "pty", agent/api/op_pty.c):
  *
  *   client binary or text frame -> {"type":"input","data_base64":...}
+ *   client text message not UTF-8 -> close 1007 (RFC 6455 8.1)
  *   client text frame that is exactly {"type":"resize","rows":R,"cols":C}
  *                               -> {"type":"resize","rows":R,"cols":C}
  *   agent output event          -> a binary frame of the terminal's bytes
@@ -118,6 +119,11 @@ static int send_resize(struct wspty *w, unsigned rows, unsigned cols)
 static int client_message(struct wspty *w, uint8_t op, const uint8_t *p, size_t n)
 {
 	unsigned rows, cols;
+	/* RFC 6455 8.1: a text message that is not UTF-8 fails the connection */
+	if (op == WS_OP_TEXT && !ws_utf8_valid(p, n)) {
+		ws_close(w, 1007, "text frame not UTF-8");
+		return -EPROTO;
+	}
 	if (op == WS_OP_TEXT && ws_resize_msg(p, n, &rows, &cols))
 		return send_resize(w, rows, cols);
 	return send_input(w, p, n);

@@ -79,6 +79,12 @@ int bk_cg_v1_find(const struct bk_cgroup_mounts *m, const char *ctrls);
 /* Kill every process in the exec cgroup (cgroup.kill, plus v1 fallback) and
  * wait up to timeout_ms until the cgroup is empty. */
 int bk_exec_cg_kill(struct bk_exec_cg *cg, int timeout_ms);
+/* A graceful stop (cgterm.c): SIGTERM to every process of the exec's v2
+ * cgroup, each pinned by its pidfd and checked to be in it. The command,
+ * init of the exec's own pid namespace, gets the default action of a TERM
+ * it has no handler for (the kernel would drop it there): SIGKILL, last,
+ * and *init_killed. How many were signalled, or -errno. */
+int bk_exec_cg_term(const struct bk_exec_cg *cg, bool *init_killed);
 /* The exec's process is in its cgroups: close the fds only its spawn used
  * (the cgroups are known by their paths from here). */
 void bk_exec_cg_setup_done(struct bk_exec_cg *cg);

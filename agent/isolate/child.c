@@ -141,6 +141,12 @@ static int write0(int fd)
  * command, alive or a zombie, so the agent's read cannot miss it. */
 static _Noreturn void monitor(const struct child_args *a, pid_t cmd)
 {
+	/* a graceful stop's SIGTERM (bk_exec_cg_term) is for the command, not
+	 * for its monitor, which is in the same cgroup */
+	sigset_t term;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigprocmask(SIG_BLOCK, &term, NULL);
 	syscall(SYS_close_range, 0, ~0U, 0);
 	if (bk_privs_drop(a->uid, a->gid, a->cap_last) < 0) {
 		kill(cmd, SIGKILL);
@@ -160,6 +166,20 @@ static _Noreturn void monitor(const struct child_args *a, pid_t cmd)
 	while (waitpid(cmd, &st, 0) < 0)
 		if (errno != EINTR)
 			_exit(127);
+	if (WIFSIGNALED(st)) {
+		/* ended by a signal: so does its monitor (as nsenter does), the
+		 * agent reads which (the /process routes' exit_code -N) */
+		int sig = WTERMSIG(st);
+		struct rlimit no_core = { 1, 1 }; /* 1: no core, to a file or a pipe */
+		setrlimit(RLIMIT_CORE, &no_core);
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+		signal(sig, SIG_DFL);
+		sigset_t s;
+		sigemptyset(&s);
+		sigaddset(&s, sig);
+		sigprocmask(SIG_UNBLOCK, &s, NULL);
+		kill(getpid(), sig);
+	}
 	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 }
 

@@ -187,7 +187,8 @@ static int take_steps(struct exec_ctx *x, const struct step *table, size_t n)
 struct run {
 	bool exited, out_eof, err_eof, killed;
 	uint64_t kill_deadline;
-	int status;
+	int status, sig; /* sig: the signal that ended the command (0: exited) */
+	bool termed, term_init; /* term_fd: TERM sent; the command's default action taken */
 	size_t cap[2]; /* allocated for res->out, res->err */
 	int wake_fd;   /* streamed: eventfd the denial events write (-1: none) */
 	int denied_sent; /* streamed: res->denied[] entries given to the sink */
@@ -290,6 +291,7 @@ static void reap(struct exec_ctx *x, struct run *st)
 	if (waitid(P_PIDFD, (id_t)x->pidfd, &si, WEXITED) == 0) {
 		st->exited = true;
 		st->status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+		st->sig = si.si_code == CLD_EXITED ? 0 : si.si_status;
 		/* whatever the command left behind dies with it */
 		if (!st->killed)
 			kill_all(x, st);
@@ -317,14 +319,15 @@ static void run_command(struct exec_ctx *x)
 		}
 	}
 	while (!(st.exited && st.out_eof && st.err_eof)) {
-		struct pollfd pf[5];
-		int np = 0, io = -1, ie = -1, ip = -1, ic = -1, iw = -1;
+		struct pollfd pf[6];
+		int np = 0, io = -1, ie = -1, ip = -1, ic = -1, iw = -1, it = -1;
 		if (st.wake_fd >= 0) { iw = np; pf[np++] = (struct pollfd){ .fd = st.wake_fd, .events = POLLIN }; }
 		if (!st.out_eof) { io = np; pf[np++] = (struct pollfd){ .fd = x->out_fd, .events = (short)(POLLIN | (pending ? POLLOUT : 0)) }; }
 		if (!st.err_eof) { ie = np; pf[np++] = (struct pollfd){ .fd = x->err_fd, .events = POLLIN }; }
 		if (!st.exited) { ip = np; pf[np++] = (struct pollfd){ .fd = x->pidfd, .events = POLLIN }; }
 		/* nobody is left to read the answer: do not leave the exec running */
 		if (req->client_fd >= 0 && !st.killed) { ic = np; pf[np++] = (struct pollfd){ .fd = req->client_fd, .events = (short)(POLLRDHUP | (pty && !pending && !st.out_eof ? POLLIN : 0)) }; }
+		if (req->term_fd > 0 && !st.killed && !st.termed) { it = np; pf[np++] = (struct pollfd){ .fd = req->term_fd, .events = POLLIN }; }
 		uint64_t now = now_ns();
 		uint64_t until = st.killed ? st.kill_deadline : deadline;
 		bool idle_first = false;
@@ -368,6 +371,11 @@ static void run_command(struct exec_ctx *x)
 			res->requester_gone = true;
 			kill_all(x, &st);
 		}
+		if (it >= 0 && pf[it].revents) {
+			st.termed = true;
+			if (!st.exited)
+				bk_exec_cg_term(&x->cg, &st.term_init);
+		}
 		if (io >= 0 && (pf[io].revents & (POLLIN | POLLHUP | POLLERR)))
 			read_output(x, &st, 0, x->out_fd);
 		if (ie >= 0 && (pf[ie].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -390,10 +398,14 @@ static void run_command(struct exec_ctx *x)
 	if (!st.exited) {
 		siginfo_t si = { 0 };
 		bk_exec_cg_kill(&x->cg, 2000);
-		if (waitid(P_PIDFD, (id_t)x->pidfd, &si, WEXITED) == 0)
+		if (waitid(P_PIDFD, (id_t)x->pidfd, &si, WEXITED) == 0) {
 			st.status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+			st.sig = si.si_code == CLD_EXITED ? 0 : si.si_status;
+		}
 	}
 	res->exit_code = res->timed_out ? 124 : st.status;
+	/* killed for a TERM it had no handler for: ended by that TERM */
+	res->signal = st.term_init && st.sig == SIGKILL ? SIGTERM : st.sig;
 	uint64_t t_receipt = now_ns();
 	/* did the BPF layer hold until the end? (read back again): every
 	 * program still on the exec cgroup, and no socket of an ended exec

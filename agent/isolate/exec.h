@@ -119,6 +119,10 @@ struct bk_exec_req {
 	 * session/procs.c); such an exec never takes a warm slot (their stdin
 	 * is set before the request). 0: /dev/null. */
 	int stdin_fd;
+	/* > 0: readable or hung up (a background process's stop): SIGTERM to
+	 * every process of the exec (bk_exec_cg_term), once; the kill stays
+	 * client_fd's. 0: none. */
+	int term_fd;
 };
 
 /* Where a streamed exec's output goes, on the exec's own thread, as it
@@ -164,6 +168,7 @@ enum bk_phase {
 struct bk_exec_result {
 	char exec_id[24];
 	int exit_code;
+	int signal;     /* the signal that ended the command (0: it exited); exit_code is then 128 + it */
 	bool timed_out;
 	bool truncated;
 	char *out, *err;

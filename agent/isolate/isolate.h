@@ -19,6 +19,8 @@
  *               helper); the "sandbox user is not root" step
  *   cgroup.c    cgroup discovery, per-exec cgroups (v2 + v1 pids/memory),
  *               kill and removal; the cgroup step
+ *   cgterm.c    a graceful stop: SIGTERM to an exec cgroup's processes
+ *               (a background process's /process/{id}/stop)
  *   records.c   exec records on disk: written by the record step, removed
  *               by the teardown (their text: agent/parse/records.h)
  *   recover.c   restart recovery: kill and clean up what an old agent left

@@ -35,6 +35,7 @@ struct bk_exec_args {
 	 * from this pipe (> 0; 0: /dev/null) */
 	bool uncapped;
 	int stdin_fd;
+	int term_fd;         /* > 0: its readiness TERMs the exec (isolate/exec.h) */
 };
 
 /* Why an exec did not run. code is stable (node_unsafe, unknown_profile,

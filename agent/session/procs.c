@@ -41,7 +41,7 @@ struct proc {
 	char *ring;
 	size_t alloc, cap;
 	uint64_t total;
-	int stdin_rd, stdin_wr, stop_rd, stop_wr;
+	int stdin_rd, stdin_wr, stop_rd, stop_wr, term_rd, term_wr;
 	pthread_mutex_t io; /* a write to stdin vs. its close */
 	struct bk_pod pod;
 	struct bk_exec_result *res; /* its exec's, once it ran and ended (the receipt) */
@@ -59,6 +59,8 @@ static void proc_unref_locked(struct proc *p)
 	closep(&p->stdin_wr);
 	closep(&p->stop_rd);
 	closep(&p->stop_wr);
+	closep(&p->term_rd);
+	closep(&p->term_wr);
 	bk_pod_release(&p->pod);
 	if (p->res) {
 		bk_exec_result_free(p->res);
@@ -90,6 +92,13 @@ static struct proc *find_locked(const char *pod_uid, const char *id)
 		if (streq(p->pod_uid, pod_uid) && streq(p->id, id))
 			return p;
 	return NULL;
+}
+
+/* SIGTERM to its cgroup's processes (the engine sees the hang-up of its
+ * term pipe: bk_exec_cg_term). */
+static void term_locked(struct proc *p)
+{
+	closep(&p->term_wr);
 }
 
 /* Its cgroup killed (the engine sees the hang-up of its stop pipe). */
@@ -233,7 +242,7 @@ static void *proc_main(void *arg)
 	const struct bk_exec_sink sink = { .ud = p, .started = sink_started, .output = sink_output,
 					   .denied = sink_denied };
 	struct bk_exec_args ea = { .command = p->command, .timeout = p->max_runtime_s, .client_fd = p->stop_rd,
-				   .sink = &sink, .uncapped = true, .stdin_fd = p->stdin_rd };
+				   .term_fd = p->term_rd, .sink = &sink, .uncapped = true, .stdin_fd = p->stdin_rd };
 	struct bk_exec_result *res = calloc(1, sizeof(*res));
 	struct bk_refusal ref = { 0 };
 	int r = -1;
@@ -255,7 +264,10 @@ static void *proc_main(void *arg)
 		if (p->status == BK_PROC_RUNNING)
 			p->status = res->timed_out ? BK_PROC_KILLED : BK_PROC_EXITED;
 		p->has_exit = true;
-		p->exit_code = res->exit_code;
+		/* the reference's (Python's returncode): -N when signal N ended
+		 * it (-15: a stop's TERM; -9: the kill after the stop's grace,
+		 * max_runtime_seconds, the pod's end), else its exit status */
+		p->exit_code = res->signal ? -res->signal : res->exit_code;
 		/* kept for its receipt; its output went to the ring */
 		free(res->out);
 		free(res->err);
@@ -277,6 +289,7 @@ static void *proc_main(void *arg)
 		trim_done_locked(p->pod_uid);
 	pthread_cond_broadcast(&changed);
 	closep(&p->stop_rd);
+	closep(&p->term_rd);
 	proc_unref_locked(p); /* the thread's */
 	pthread_mutex_unlock(&lock);
 	if (r == 0 && res)
@@ -308,7 +321,7 @@ int bk_proc_start(struct bk_agent *a, const struct bk_pod *pod, const char *comm
 	struct proc *p = calloc(1, sizeof(*p));
 	if (!p)
 		goto nomem;
-	p->stdin_rd = p->stdin_wr = p->stop_rd = p->stop_wr = -1;
+	p->stdin_rd = p->stdin_wr = p->stop_rd = p->stop_wr = p->term_rd = p->term_wr = -1;
 	p->pod.sandbox_pidfd = -1;
 	pthread_mutex_init(&p->io, NULL);
 	p->a = a;
@@ -325,6 +338,10 @@ int bk_proc_start(struct bk_agent *a, const struct bk_pod *pod, const char *comm
 		goto pipes;
 	p->stop_rd = sf[0];
 	p->stop_wr = sf[1];
+	if (pipe2(sf, O_CLOEXEC) < 0)
+		goto pipes;
+	p->term_rd = sf[0];
+	p->term_wr = sf[1];
 	fcntl(p->stdin_wr, F_SETFL, fcntl(p->stdin_wr, F_GETFL) | O_NONBLOCK);
 	p->pod = *pod;
 	p->pod.sandbox_pidfd = fcntl(pod->sandbox_pidfd, F_DUPFD_CLOEXEC, 3);
@@ -514,8 +531,13 @@ int bk_proc_stop(struct bk_agent *a, const char *pod_uid, const char *id, struct
 	if (!p->done) {
 		if (p->status == BK_PROC_RUNNING)
 			p->status = BK_PROC_STOPPED;
-		kill_locked(p);
-		wait_done_locked(p, 15000);
+		/* as the reference: SIGTERM, its grace, then SIGKILL */
+		term_locked(p);
+		wait_done_locked(p, BK_PROC_STOP_GRACE_MS);
+		if (!p->done) {
+			kill_locked(p);
+			wait_done_locked(p, 15000);
+		}
 	}
 	info_fill(p, out);
 	proc_unref_locked(p);

@@ -25,6 +25,9 @@
 /* finished processes kept per pod for their output (the oldest finished
  * one goes past this; /process/kill-all and /configure drop them all) */
 #define BK_PROC_KEEP_DONE 16
+/* /process/{id}/stop: SIGTERM, then SIGKILL past this (the reference's
+ * PROCESS_STOP_GRACE_PERIOD_SECONDS default) */
+#define BK_PROC_STOP_GRACE_MS 5000
 
 enum bk_proc_state { BK_PROC_RUNNING, BK_PROC_EXITED, BK_PROC_STOPPED, BK_PROC_KILLED };
 extern const char *const bk_proc_status_names[]; /* the reference's: running, exited, stopped, killed */
@@ -63,7 +66,8 @@ int bk_proc_output(struct bk_agent *a, const char *pod_uid, const char *id, int6
 /* Write n bytes to its stdin (waits at most 10 s for room). -ENOENT, -ESRCH
  * (not running), or -errno of the write. */
 int bk_proc_input(struct bk_agent *a, const char *pod_uid, const char *id, const char *data, size_t n);
-/* Stop it (its cgroup killed) and wait for its end. -ENOENT. */
+/* Stop it (SIGTERM to its cgroup's processes, SIGKILL to the cgroup
+ * BK_PROC_STOP_GRACE_MS later) and wait for its end. -ENOENT. */
 int bk_proc_stop(struct bk_agent *a, const char *pod_uid, const char *id, struct bk_proc_info *out);
 /* Every process of the pod (free each with bk_proc_info_free, then the array). */
 int bk_proc_list(struct bk_agent *a, const char *pod_uid, struct bk_proc_info **out, size_t *n);

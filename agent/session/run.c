@@ -320,7 +320,7 @@ int bk_session_exec(struct bk_agent *a, const struct bk_pod *pod, const struct b
 		.command = ea->command, .timeout_s = ea->timeout, .cwd = ea->cwd, .env = env.v,
 		.out_cap = ea->uncapped ? UINT64_MAX : a->cfg.output_cap,
 		.err_cap = ea->uncapped ? UINT64_MAX : a->cfg.output_cap < BK_STDERR_CAP ? a->cfg.output_cap : BK_STDERR_CAP,
-		.profile = prof, .client_fd = ea->client_fd, .stdin_fd = ea->stdin_fd,
+		.profile = prof, .client_fd = ea->client_fd, .stdin_fd = ea->stdin_fd, .term_fd = ea->term_fd,
 		.landlock = al.active, .landlock_paths = al.paths, .landlock_n = al.n,
 		.spawned = exec_spawned, .spawned_ud = &sc, .sink = ea->sink,
 		.pty = ea->pty, .pty_rows = ea->pty_rows, .pty_cols = ea->pty_cols, .idle_s = ea->idle_s,

@@ -120,8 +120,8 @@ check("an unknown /process path: 404", r.status_code == 404, f"{r.status_code}")
 # ---- POST /process/{id}/stop -------------------------------------------------------------------
 r = request("POST", f"/process/{cat}/stop")
 b = r.json() if r.status_code == 200 else {}
-check("stop: 200 {status: stopped, exit_code: int}",
-      set(b) >= {"status", "exit_code"} and b.get("status") == "stopped" and isinstance(b.get("exit_code"), int),
+check("stop: 200 {status: stopped, exit_code: -15} (ended by the stop's SIGTERM: Python's returncode)",
+      set(b) >= {"status", "exit_code"} and b.get("status") == "stopped" and b.get("exit_code") == -15,
       r.text[:300])
 r = request("POST", f"/process/{cat}/input", {"data": "late\n"})
 check("input to a stopped process: 409 'Process X is not running'",
@@ -166,7 +166,8 @@ check("stop of an exited process: 200 with its status and exit code",
 r = start("sleep 600", max_runtime=1)
 mr = r.json().get("process_id", "proc_none") if r.status_code == 201 else "proc_none"
 b = wait_output(mr, lambda b: b.get("status") != "running", secs=6)
-check("max_runtime_seconds=1: killed (status killed) within seconds", b.get("status") == "killed", b)
+check("max_runtime_seconds=1: killed (status killed, exit_code -9: its SIGKILL) within seconds",
+      b.get("status") == "killed" and b.get("exit_code") == -9, b)
 
 # ---- output cap: oldest dropped, truncated, dropped bytes reported ----------------------------
 r = start("head -c 300000 /dev/zero | tr '\\0' a")
@@ -192,6 +193,7 @@ check("list: the processes started, oldest first", ids[:2] == [cat, ex] and mr i
 c = next((p for p in procs if p.get("process_id") == cat), {})
 check("list: command, description, status, expose_port null",
       c.get("command") == "cat" and c.get("description") == "echo stdin" and c.get("status") == "stopped" and
+      c.get("exit_code") == -15 and
       c.get("expose_port") is None and iso(c.get("started_at")), c)
 
 # ---- 429 at the pod's maximum (4, the reference's default) ---------------------------------

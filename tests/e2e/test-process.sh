@@ -104,6 +104,42 @@ papi pr1 POST "/process/$ID/stop" > "$T/stop.json"
 check "stop: status stopped ($(jq -c . "$T/stop.json"))" test "$(jq -r .status "$T/stop.json")" = stopped
 check "stop: its cgroup and processes are gone" gone_in 3 "$CG" $PIDS
 
+# stop as the reference's: SIGTERM to every process of the exec, its 5 s
+# grace, then SIGKILL to the whole cgroup; exit_code is Python's
+# returncode (-N: ended by signal N)
+pstop() { # ID: the stop's answer in $T/stop.json, its duration in STOP_MS
+	local t0; t0=$(date +%s%N)
+	papi pr1 POST "/process/$1/stop" > "$T/stop.json"
+	STOP_MS=$((($(date +%s%N) - t0) / 1000000))
+}
+poutput() { # ID TEXT: true once TEXT is in the process's output (5 s at most)
+	for _ in $(seq 1 50); do papi pr1 GET "/process/$1/output" | jq -r .stdout_chunk | grep -q "$2" && return 0; sleep 0.1; done
+	return 1
+}
+ID=$(pstart pr1 "trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.1; done" 60)
+find_proc "$UID1" || not_ok "stop (TERM trapped): the process runs"
+poutput "$ID" ready || not_ok "stop (TERM trapped): the process set its trap"
+pstop "$ID"
+papi pr1 GET "/process/$ID/output" > "$T/term.json"
+check "stop, TERM trapped: its trap's line is in its output ($(jq -c .stdout_chunk "$T/term.json"))" \
+	grep -q got-term <(jq -r .stdout_chunk "$T/term.json")
+check "stop, TERM trapped: status stopped, exit_code 0, its trap's exit ($(jq -c . "$T/stop.json"), ${STOP_MS} ms)" \
+	test "$(jq -c '[.status, .exit_code]' "$T/stop.json")" = '["stopped",0]'
+check "stop, TERM trapped: its cgroup and processes are gone" gone_in 3 "$CG" $PIDS
+ID=$(pstart pr1 "sleep 600" 60)
+find_proc "$UID1" || not_ok "stop (no handler): the process runs"
+pstop "$ID"
+check "stop, no TERM handler: ended by the TERM in ${STOP_MS} ms (< $(scaled_ms 2000)), exit_code -15 ($(jq -c . "$T/stop.json"))" \
+	sh -c "test $STOP_MS -lt $(scaled_ms 2000) && test '$(jq -c '[.status, .exit_code]' "$T/stop.json")' = '[\"stopped\",-15]'"
+check "stop, no TERM handler: its cgroup and processes are gone" gone_in 3 "$CG" $PIDS
+ID=$(pstart pr1 "trap '' TERM; sleep 600" 60)
+find_proc "$UID1" || not_ok "stop (TERM ignored): the process runs"
+sleep 0.3
+pstop "$ID"
+check "stop, TERM ignored: SIGKILL after the 5 s grace (${STOP_MS} ms), exit_code -9 ($(jq -c . "$T/stop.json"))" \
+	sh -c "test $STOP_MS -ge 4900 && test $STOP_MS -lt $(scaled_ms 7000) && test '$(jq -c '[.status, .exit_code]' "$T/stop.json")' = '[\"stopped\",-9]'"
+check "stop, TERM ignored: its cgroup and processes are gone" gone_in 1 "$CG" $PIDS
+
 ID=$(pstart pr1 "sleep 600" 2)
 find_proc "$UID1" || not_ok "max_runtime: the process runs"
 t0=$(date +%s%N)
@@ -115,6 +151,8 @@ pstatus() { # ID STATUS: true once the process's status is STATUS (2 s at most)
 	return 1
 }
 check "max_runtime_seconds=2: status killed" pstatus "$ID" killed
+mr=$(papi pr1 GET "/process/$ID/output" | jq -c '[.status, .exit_code]')
+check "max_runtime_seconds=2: exit_code -9, its SIGKILL ($mr)" test "$mr" = '["killed",-9]'
 
 ID=$(pstart pr1 "sleep 600" 60)
 find_proc "$UID1" || not_ok "kill-all: the process runs"

@@ -3,10 +3,12 @@
  * way the relay (wspty.c) feeds it: whatever bytes a client sends, every
  * frame taken lies inside them, control frames are whole and short, no
  * payload is over the limit, a frame split anywhere parses the same, and
- * a resize message is always in range. A frame built from the input
+ * a resize message is always in range, and the text messages' UTF-8 check
+ * (close 1007) agrees with the agent's strict decoder. A frame built from the input
  * (masked as a client masks) parses back to its payload. */
 #include "fuzz.h"
 #include "ws.h"
+#include "agent/parse/text.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -39,6 +41,11 @@ static void check_frames(const uint8_t *data, size_t size)
 		CHECK(ws_parse(again, (size_t)k, &g) == k && g.len == f.len && memcmp(g.payload, f.payload, f.len) == 0,
 		      "the frame did not parse the same twice");
 		free(again);
+		/* a text message must be UTF-8 (else close 1007): the shim's
+		 * check agrees with the agent's strict decoder (NUL aside) */
+		if (!memchr(f.payload, 0, f.len))
+			CHECK(ws_utf8_valid(f.payload, f.len) == bk_utf8_valid((const char *)f.payload, f.len),
+			      "ws_utf8_valid says %d for %zu bytes", ws_utf8_valid(f.payload, f.len), f.len);
 		unsigned rows, cols;
 		if (ws_resize_msg(f.payload, f.len, &rows, &cols))
 			CHECK(rows >= 1 && rows <= 4096 && cols >= 1 && cols <= 4096, "resize %u x %u", rows, cols);

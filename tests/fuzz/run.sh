@@ -51,7 +51,7 @@ srcs_of() {
 	mountinfo) echo agent/isolate/cgroup.c lib/err.c lib/util.c ;;
 	shimframe) echo sidecar-shim/frame.c ;;
 	# the /pty WebSocket's client frames, our resize message (issue 18)
-	wsframe) echo sidecar-shim/ws.c ;;
+	wsframe) echo sidecar-shim/ws.c agent/parse/text.c ;;
 	# /pty-exec's command, shlex.split into single-quoted words
 	shlex) echo agent/parse/shlex.c lib/err.c lib/util.c ;;
 	# the /process routes: path -> route and id, body + id + query -> the agent's args

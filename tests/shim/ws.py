@@ -43,6 +43,10 @@ try:
     ws.send(b"ab", fin=False)
     ws.send(b"cd", op=0x0)
     check("a fragmented message arrives whole", ws.until(rb"echo:abcd", 5) is not None, ws.out)
+    ws.send(b"h\xc3", op=0x1, fin=False)
+    ws.send(b"\xa9!", op=0x0)
+    check("a text message whose UTF-8 character spans two fragments is input",
+          ws.until("echo:h\u00e9!".encode(), 5) is not None, ws.out)
     ws.send(b"ping!", op=0x9)
     f = ws._frame(5)
     check("ping gets pong with its payload", f == (0xA, b"ping!"), f)
@@ -65,4 +69,18 @@ ws = WS(url, token)
 ws.sock.sendall(bytes([0x82, 0x02]) + b"hi")
 code = ws.wait_close(5)
 check("an unmasked client frame: close 1002", code == 1002, code)
+# RFC 6455 8.1: a text frame that is not UTF-8 fails the connection: 1007
+for what, bad in (("a lone 0xff", b"ab\xff"), ("an overlong '/'", b"\xc0\xaf"),
+                  ("a surrogate (U+D800)", b"\xed\xa0\x80"), ("a sequence cut short", b"x\xe2\x82")):
+    ws = WS(url, token)
+    ws.send(b"before")
+    got = ws.until(rb"echo:before", 5) is not None
+    ws.send(bad, op=0x1)
+    try:
+        code = ws.wait_close(5)
+    except Closed as c:
+        code = c.code
+    echoed = b"echo:" + bad in ws.out
+    check(f"a text frame with {what}: close 1007, not relayed", got and code == 1007 and not echoed,
+          (got, code, ws.close_reason, echoed))
 sys.exit(1 if fails else 0)
