@@ -34,24 +34,33 @@ if len(sys.argv) > 3:  # "trickle": takes a little now and then, never enough
 else:
     time.sleep(60)  # never reads
 PY
-nsenter --net="/run/netns/$(sb ss1 client_netns)" python3 "$T/slow.py" "$HOSTPORT" "$(sb ss1 token_file)" > "$T/slow.out" 2>&1 &
-client=$!
-cg= pids=
-for _ in $(seq 1 100); do
-	cg=$(live_exec_cg "$(sb ss1 pod_uid)")
-	[ -n "$cg" ] && pids=$(cat "$cg/cgroup.procs" 2>/dev/null | tr '\n' ' ') && [ -n "${pids// /}" ] && break
-	sleep 0.02
-done
-t0=$(date +%s%N)
+# start_slow [trickle]: the client started (client=PID), its exec seen
+# running (cg, pids), t0 then; watch_gone TICKS: gone=ms after t0, or empty
+start_slow() {
+	nsenter --net="/run/netns/$(sb ss1 client_netns)" python3 "$T/slow.py" "$HOSTPORT" "$(sb ss1 token_file)" "$@" > "$T/slow.out" 2>&1 &
+	client=$!
+	cg= pids=
+	for _ in $(seq 1 100); do
+		cg=$(live_exec_cg "$(sb ss1 pod_uid)")
+		[ -n "$cg" ] && pids=$(cat "$cg/cgroup.procs" 2>/dev/null | tr '\n' ' ') && [ -n "${pids// /}" ] && break
+		sleep 0.02
+	done
+	t0=$(date +%s%N)
+}
+watch_gone() {
+	local alive p
+	gone=
+	for _ in $(seq 1 $(($1 * TIME_SCALE))); do
+		alive=0
+		[ -d "$cg" ] && alive=1
+		for p in $pids; do [ -d "/proc/$p" ] && alive=1; done
+		[ $alive = 0 ] && { gone=$((($(date +%s%N) - t0) / 1000000)); break; }
+		sleep 0.05
+	done
+}
+start_slow
 check "the streamed exec runs (its cgroup: ${cg:-none})" test -n "$cg"
-gone=
-for _ in $(seq 1 $((80 * TIME_SCALE))); do
-	alive=0
-	[ -d "$cg" ] && alive=1
-	for p in $pids; do [ -d "/proc/$p" ] && alive=1; done
-	[ $alive = 0 ] && { gone=$((($(date +%s%N) - t0) / 1000000)); break; }
-	sleep 0.05
-done
+watch_gone 80
 echo "# the exec (timeout 2 s) of a client that never reads: gone ${gone:-never (4 s)} ms after it started"
 check "the client is still connected, not reading" kill -0 "$client"
 check "its exec is killed at its timeout + 1 s: gone within $(scaled_ms 4000) ms (${gone:-not gone} ms)" \
@@ -69,24 +78,9 @@ check "the agent runs execs afterwards" test $? = 0
 # a client that reads a little (64 KiB every 0.4 s): each of the agent's
 # sends then gets through after a wait, and the command never stops writing
 # (the agent never idles): the exec's deadline holds all the same
-nsenter --net="/run/netns/$(sb ss1 client_netns)" python3 "$T/slow.py" "$HOSTPORT" "$(sb ss1 token_file)" trickle > "$T/trickle.out" 2>&1 &
-client=$!
-cg= pids=
-for _ in $(seq 1 100); do
-	cg=$(live_exec_cg "$(sb ss1 pod_uid)")
-	[ -n "$cg" ] && pids=$(cat "$cg/cgroup.procs" 2>/dev/null | tr '\n' ' ') && [ -n "${pids// /}" ] && break
-	sleep 0.02
-done
-t0=$(date +%s%N)
+start_slow trickle
 check "a trickling client's streamed exec runs (${cg:-none})" test -n "$cg"
-gone=
-for _ in $(seq 1 $((100 * TIME_SCALE))); do
-	alive=0
-	[ -d "$cg" ] && alive=1
-	for p in $pids; do [ -d "/proc/$p" ] && alive=1; done
-	[ $alive = 0 ] && { gone=$((($(date +%s%N) - t0) / 1000000)); break; }
-	sleep 0.05
-done
+watch_gone 100
 check "  ... is gone within its timeout + 1 s (+ 0.5 s teardown) all the same: $(scaled_ms 3500) ms (${gone:-not gone} ms)" \
 	sh -c "test -n '$gone' && test '${gone:-0}' -le $(scaled_ms 3500)"
 kill "$client" 2>/dev/null; wait "$client" 2>/dev/null || true
