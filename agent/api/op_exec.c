@@ -550,6 +550,16 @@ static void add_result(struct bk_agent *a, const struct bk_pod *pod, const struc
 	cJSON_AddItemToObject(b, "receipt", receipt_json(a, pod, ea, res, iso));
 }
 
+char *bk_api_exit_answer(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
+			 struct bk_exec_result *res)
+{
+	cJSON *b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "type", "exit");
+	cJSON_AddNumberToObject(b, "exit_code", res->exit_code);
+	add_result(a, pod, ea, res, b);
+	return bk_api_respond(200, b);
+}
+
 void bk_api_exec_result_fields(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
 			       struct bk_exec_result *res, cJSON *b)
 {
@@ -582,13 +592,8 @@ static char *exec_streamed(struct bk_agent *a, const struct bk_pod *pod, struct 
 	free(res->out);
 	free(res->err);
 	res->out = res->err = NULL;
-	if (!s.broken) {
-		cJSON *b = cJSON_CreateObject();
-		cJSON_AddStringToObject(b, "type", "exit");
-		cJSON_AddNumberToObject(b, "exit_code", res->exit_code);
-		add_result(a, pod, ea, res, b);
-		out = bk_api_respond(200, b);
-	}
+	if (!s.broken)
+		out = bk_api_exit_answer(a, pod, ea, res);
 	bk_exec_result_free(res);
 done:
 	if (s.started) {

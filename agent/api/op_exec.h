@@ -22,7 +22,10 @@ struct bk_exec_args;
 struct bk_exec_result;
 /* The exec answer's fields after stdout/stderr (timed_out, truncated,
  * duration_ms, exec_id, isolation, denied, denied_total, receipt) into b:
- * a terminal's exit event (op_pty.c), a background process's once it
- * ended (op_process.c). */
+ * a background process's once it ended (op_process.c). */
 void bk_api_exec_result_fields(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
 			       struct bk_exec_result *res, cJSON *b);
+/* The last answer of a streamed exec or a terminal: {"type": "exit",
+ * "exit_code", ...bk_api_exec_result_fields's}. */
+char *bk_api_exit_answer(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
+			 struct bk_exec_result *res);

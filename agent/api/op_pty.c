@@ -340,13 +340,8 @@ char *bk_api_pty(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args
 		free(res->out);
 		free(res->err);
 		res->out = res->err = NULL;
-		if (!s.broken) {
-			cJSON *b = cJSON_CreateObject();
-			cJSON_AddStringToObject(b, "type", "exit");
-			cJSON_AddNumberToObject(b, "exit_code", res->exit_code);
-			bk_api_exec_result_fields(a, pod, &ea, res, b);
-			out = bk_api_respond(200, b);
-		}
+		if (!s.broken)
+			out = bk_api_exit_answer(a, pod, &ea, res);
 		log_info("pty_close", LS("pod", pod->pod_name), LS("exec_id", res->exec_id),
 			 LS("why", res->requester_gone ? "requester_gone" : res->timed_out ? "idle_or_max" : "exited"),
 			 LI("exit_code", res->exit_code));
