@@ -18,6 +18,7 @@
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -83,6 +84,7 @@ struct child_args {
 	int pty_sock;             /* a terminal (pty.h): its master goes here (-1: no terminal) */
 	uint16_t pty_rows, pty_cols;
 	int pidfd;                /* sandbox container init */
+	bool direct;              /* born as the command (spawn_direct): no monitor */
 	int n_v1;                 /* v1 cgroup.procs to write "0" to (hybrid hosts) */
 	int v1_procs[BK_CG_V1_MAX];
 	const char *v1_err[BK_CG_V1_MAX];
@@ -280,26 +282,53 @@ static int enter_container(struct child_args *a)
  * land on the container's own init (which may not reap them). This process
  * stays as its parent (the monitor) and reports its exit. */
 static void run_steps(struct child_args *a, size_t from);
+static uint64_t mono_ns(void);
+
+/* A fresh process's signal state, not the agent thread's (which blocks
+ * SIGTERM/SIGINT for its signalfd and ignores SIGPIPE), nor what the
+ * agent's own parent left ignored (a shell's `agent &` ignores
+ * SIGINT/SIGQUIT: Ctrl-C on an exec's terminal would not reach its
+ * foreground job, an ignored signal stays so across execve). The
+ * dispositions first, then the mask: nothing of the agent's runs here. */
+static void fresh_signals(void)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			sigaction(sig, &dfl, NULL); /* (glibc's own: EINVAL, harmless) */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
 
 /* The command's first instructions, on its own stack (enter_pidns). */
 static int command_entry(void *arg)
 {
 	struct child_args *a = arg;
-	/* the command: a fresh process's signal state, not the agent thread's
-	 * (which blocks SIGTERM/SIGINT for its signalfd and ignores SIGPIPE),
-	 * nor what the agent's own parent left ignored (a shell's `agent &`
-	 * ignores SIGINT/SIGQUIT: Ctrl-C on an exec's terminal would not
-	 * reach its foreground job, an ignored signal stays so across execve) */
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			sigaction(sig, &dfl, NULL); /* (glibc's own: EINVAL, harmless) */
+	fresh_signals();
 	/* (not a _Noreturn call: instrumented builds would take this stack
 	 * for a foreign one and warn) */
 	run_steps(a, a->step + 1);
+	return 127;
+}
+
+/* spawn_direct's bound on the setup: a step stuck in an interruptible
+ * wait (a working directory on a hung network filesystem) fails with
+ * EINTR, and the exec with it, instead of holding its request. */
+#define BK_SETUP_S 10
+static void setup_alarm(int sig) { (void)sig; }
+
+/* The child of spawn_direct, on its own stack: it is the command. */
+static int direct_entry(void *arg)
+{
+	struct child_args *a = arg;
+	fresh_signals();
+	struct sigaction al = { .sa_handler = setup_alarm }; /* no SA_RESTART */
+	sigaction(SIGALRM, &al, NULL);
+	alarm(BK_SETUP_S);
+	a->ready.kind = 1;
+	a->ready.t_start = mono_ns();
+	run_steps(a, 0);
 	return 127;
 }
 
@@ -310,6 +339,12 @@ static int command_entry(void *arg)
  * its own; this process then becomes its monitor. */
 static int enter_pidns(struct child_args *a)
 {
+	if (a->direct) {
+		/* born in it (spawn_direct's CLONE_NEWPID): the kernel's word */
+		if (getpid() != 1)
+			return failed(a, "the exec is not the init of its own pid namespace", EPERM);
+		return 0;
+	}
 	sigset_t read_done;
 	sigemptyset(&read_done);
 	sigaddset(&read_done, BK_READ_SIGNAL);
@@ -562,6 +597,7 @@ static int wait_go(struct child_args *a)
 /* Returns only on failure. */
 static int exec_shell(struct child_args *a)
 {
+	alarm(0); /* spawn_direct's setup bound: an alarm would outlive execve */
 	a->ready.t_ready = mono_ns();
 	(void)!write(a->info_fd, &a->ready, sizeof(a->ready));
 	execve("/bin/sh", a->argv, a->envp);
@@ -692,12 +728,18 @@ static int status_readback(struct exec_ctx *x, pid_t pid, int child_mode)
 	_cleanup_free_ char *txt = NULL;
 	size_t len = 0;
 	char path[48] = "";
-	int r = command_pid(pid, &cmd);
+	int r = 0;
+	if (x->direct)
+		cmd = pid; /* the command itself (spawn_direct) */
+	else
+		r = command_pid(pid, &cmd);
 	if (r == 0) {
 		snprintf(path, sizeof(path), "/proc/%d/status", (int)cmd);
 		r = read_file_at(AT_FDCWD, path, 65536, &txt, &len);
 	}
-	syscall(SYS_pidfd_send_signal, x->pidfd, BK_READ_SIGNAL, NULL, 0);
+	/* (the agent reaps its own child only after this read) */
+	if (!x->direct)
+		syscall(SYS_pidfd_send_signal, x->pidfd, BK_READ_SIGNAL, NULL, 0);
 	struct bk_proc_status *ps = &x->res->proc;
 	if (r == 0)
 		r = bk_proc_status_parse(txt, len, ps);
@@ -838,6 +880,76 @@ static int read_proc_masks(const struct bk_pod *pod, struct proc_masks *pm, stru
 	return r;
 }
 
+#if defined(__x86_64__)
+#define BK_SPAWN_DIRECT 1
+/* clone3 with the child on a stack of its own (args->stack): it calls
+ * fn(arg) there and ends with its return value. glibc has no clone3
+ * wrapper that takes a function; this is its x86-64 core. */
+static long clone3_fn(struct clone_args *args, int (*fn)(void *), void *arg)
+{
+	long ret;
+	register void *r12 __asm__("r12") = (void *)fn;
+	register void *r13 __asm__("r13") = arg;
+	__asm__ volatile("syscall\n\t"
+			 "test %%rax, %%rax\n\t"
+			 "jnz 1f\n\t"
+			 "xor %%ebp, %%ebp\n\t"
+			 "mov %%r13, %%rdi\n\t"
+			 "call *%%r12\n\t"
+			 "mov %%eax, %%edi\n\t"
+			 "mov %[nr_exit], %%eax\n\t"
+			 "syscall\n\t"
+			 "hlt\n"
+			 "1:"
+			 : "=a"(ret)
+			 : "a"((long)SYS_clone3), "D"(args), "S"(sizeof(*args)), "r"(r12), "r"(r13),
+			   [nr_exit] "i"(SYS_exit)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* The children's stacks, kept for the next spawn: a fresh mapping per exec
+ * costs its faults and, at its unmap, a TLB flush on every CPU the agent
+ * runs on. A stack is the child's only until its execve (or its end). */
+#define BK_STACK_SIZE (512u << 10)
+#define BK_STACK_KEEP 16
+static pthread_mutex_t stacks_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *stacks[BK_STACK_KEEP];
+static int n_stacks;
+
+static char *stack_get(void)
+{
+	char *st = NULL;
+	pthread_mutex_lock(&stacks_lock);
+	if (n_stacks > 0)
+		st = stacks[--n_stacks];
+	pthread_mutex_unlock(&stacks_lock);
+	if (st)
+		return st;
+	/* a guard page below it */
+	st = mmap(NULL, BK_STACK_SIZE + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (st == MAP_FAILED)
+		return NULL;
+	if (mprotect(st, 4096, PROT_NONE) < 0) {
+		munmap(st, BK_STACK_SIZE + 4096);
+		return NULL;
+	}
+	return st;
+}
+
+static void stack_put(char *st)
+{
+	pthread_mutex_lock(&stacks_lock);
+	if (n_stacks < BK_STACK_KEEP) {
+		stacks[n_stacks++] = st;
+		st = NULL;
+	}
+	pthread_mutex_unlock(&stacks_lock);
+	if (st)
+		munmap(st, BK_STACK_SIZE + 4096);
+}
+#endif
+
 /* clone3 the exec child into the exec cgroup, in the sandbox container's
  * pid namespace. go_child: a warm slot's end of its go socket (-1: the
  * command is given now, from x->req). Leaves x->pidfd, x->out_fd,
@@ -861,6 +973,7 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 	if (pipe_pair(&info_rd, &info_wr) < 0)
 		return bk_fail(&x->err, -errno, "exec", "cannot create pipes: %s", strerror(errno));
 	char *argv[] = { "sh", "-c", (char *)req->command, NULL };
+	int pidfd_v = -1;
 	_cleanup_free_ struct proc_masks *masks = malloc(sizeof(*masks));
 	if (!masks)
 		return bk_fail(&x->err, -ENOMEM, "container", "no memory for the container's /proc masks");
@@ -882,25 +995,71 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 		ca.v1_procs[i] = x->cg.v1[i].procs_fd;
 		ca.v1_err[i] = x->cg.v1[i].join_err;
 	}
-	/* The child is born in the container's pid namespace: the thread's
-	 * pid_for_children is switched for this clone only. */
-	if (setns(x->pod->sandbox_pidfd, CLONE_NEWPID) < 0)
-		return bk_fail(&x->err, -errno, NULL, "cannot enter the sandbox container's pid namespace: %s",
-			       strerror(errno));
-	int pidfd = -1;
-	x->t_clone = mono_ns();
 	struct clone_args args = {
 		.flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
-		.pidfd = (uint64_t)(uintptr_t)&pidfd,
+		.pidfd = (uint64_t)(uintptr_t)&pidfd_v,
 		.exit_signal = SIGCHLD,
 		.cgroup = (uint64_t)x->cg.v2_fd,
 	};
-	long pid = syscall(SYS_clone3, &args, sizeof(args));
-	int clone_errno = errno;
-	if (pid == 0)
-		child_main(&ca);
+#ifdef BK_SPAWN_DIRECT
+	/* Made on request: the child is the command itself, born sharing the
+	 * agent's memory (CLONE_VM, as posix_spawn does) while this thread
+	 * waits (CLONE_VFORK) for its execve or its end, in a pid namespace of
+	 * its own (CLONE_NEWPID) below the container's. No copy of the
+	 * agent's memory is made, none is written to behind the agent, and no
+	 * monitor stays: the agent is its parent. A warm slot parks for
+	 * seconds, so it cannot hold this thread: its child is a copy of the
+	 * agent and stays as the monitor of its command (enter_pidns). */
+	char *stack = NULL;
+	if (go_child < 0) {
+		stack = stack_get();
+		if (!stack)
+			return bk_fail(&x->err, -ENOMEM, "exec", "no memory for the exec child's stack");
+		ca.direct = true;
+		args.flags |= CLONE_VM | CLONE_VFORK | CLONE_NEWPID;
+		args.stack = (uint64_t)(uintptr_t)stack + 4096;
+		args.stack_size = BK_STACK_SIZE;
+	}
+#endif
+	/* The monitor is born in the container's pid namespace: the thread's
+	 * pid_for_children is switched for this clone only. (A pid namespace
+	 * can be made only from a process's own: spawn_direct's is one of its
+	 * own below the agent's, a sibling of the container's.) */
+	if (!ca.direct && setns(x->pod->sandbox_pidfd, CLONE_NEWPID) < 0) {
+		int en = errno;
+#ifdef BK_SPAWN_DIRECT
+		if (stack)
+			stack_put(stack);
+#endif
+		return bk_fail(&x->err, -en, NULL, "cannot enter the sandbox container's pid namespace: %s",
+			       strerror(en));
+	}
+	x->t_clone = mono_ns();
+	long pid;
+	int clone_errno;
+#ifdef BK_SPAWN_DIRECT
+	if (ca.direct) {
+		/* nothing of the agent's (its handlers) may run on the child's
+		 * stack before direct_entry has reset them */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pid = clone3_fn(&args, direct_entry, &ca);
+		clone_errno = pid < 0 ? (int)-pid : 0;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		stack_put(stack);
+		x->direct = true;
+	} else
+#endif
+	{
+		pid = syscall(SYS_clone3, &args, sizeof(args));
+		clone_errno = errno;
+		if (pid == 0)
+			child_main(&ca);
+	}
+	int pidfd = pidfd_v;
 	spawned(x);
-	if (setns(e->self_pidns, CLONE_NEWPID) < 0) {
+	if (!ca.direct && setns(e->self_pidns, CLONE_NEWPID) < 0) {
 		/* cannot happen for our own namespace; never spawn from a
 		 * thread whose pid_for_children is wrong */
 		log_errorf("pidns_restore", "cannot return to the agent's pid namespace: %s", strerror(errno));

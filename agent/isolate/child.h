@@ -1,15 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The exec child. Born by clone3(CLONE_INTO_CGROUP) in the exec cgroup and
- * in the sandbox container's pid namespace, it takes its own table of
- * steps between clone3 and execve (child.c), in order:
+/* The exec child. Born by clone3(CLONE_INTO_CGROUP) in the exec cgroup.
+ * Made on request (spawn_direct) it is the command itself: born sharing
+ * the agent's memory (CLONE_VM|CLONE_VFORK, as posix_spawn: no copy of
+ * it is made) as the init of a pid namespace of its own, below the
+ * agent's (a pid namespace can be made only below the maker's own), with
+ * the agent as its parent, which ends it when the pod's sandbox goes. A
+ * warm slot's child parks for seconds and cannot share the agent's memory:
+ * it is a copy of the agent, born in the sandbox container's pid
+ * namespace, which makes the command's below the container's and stays as
+ * its monitor. It takes its own table of steps between clone3 and execve
+ * (child.c), in order:
  *
  *   cgroup     join the v1 pids/memory cgroups (hybrid hosts)
  *   netns      enter the fresh namespace (which must hold nothing but lo)
  *              or the pod's
  *   container  enter the sandbox container (mnt, uts, ipc, cgroup), then an
- *              IPC namespace of its own; a pid namespace of its own below
- *              the container's (a monitor stays as the command's parent),
- *              with its own /proc carrying the container's OCI masks (read
+ *              IPC namespace of its own; a pid namespace of its own (born
+ *              in it, or a slot's below the container's), with its own /proc carrying the container's OCI masks (read
  *              by the agent from the container's mount table before the
  *              clone); stdio, rlimits
  *   container  the one privilege drop (privs.h)
@@ -23,8 +30,9 @@
  * It reports over a pipe: "ready" just before execve (the pipe then closes,
  * O_CLOEXEC), or the layer and sentence of the step that failed (then it
  * exits and the agent kills its cgroup). Only async-signal-safe work there:
- * it is a child of a multi-threaded process (no malloc, no stdio, no
- * locks), and it never returns into the agent's code. */
+ * it shares the memory of a multi-threaded process, or is a copy of one
+ * (no malloc, no stdio, no locks), and it never returns into the agent's
+ * code. */
 #pragma once
 
 struct exec_ctx;

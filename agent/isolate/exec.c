@@ -319,14 +319,18 @@ static void run_command(struct exec_ctx *x)
 		}
 	}
 	while (!(st.exited && st.out_eof && st.err_eof)) {
-		struct pollfd pf[6];
-		int np = 0, io = -1, ie = -1, ip = -1, ic = -1, iw = -1, it = -1;
+		struct pollfd pf[7];
+		int np = 0, io = -1, ie = -1, ip = -1, ic = -1, iw = -1, it = -1, ig = -1;
 		if (st.wake_fd >= 0) { iw = np; pf[np++] = (struct pollfd){ .fd = st.wake_fd, .events = POLLIN }; }
 		if (!st.out_eof) { io = np; pf[np++] = (struct pollfd){ .fd = x->out_fd, .events = (short)(POLLIN | (pending ? POLLOUT : 0)) }; }
 		if (!st.err_eof) { ie = np; pf[np++] = (struct pollfd){ .fd = x->err_fd, .events = POLLIN }; }
 		if (!st.exited) { ip = np; pf[np++] = (struct pollfd){ .fd = x->pidfd, .events = POLLIN }; }
 		/* nobody is left to read the answer: do not leave the exec running */
 		if (req->client_fd >= 0 && !st.killed) { ic = np; pf[np++] = (struct pollfd){ .fd = req->client_fd, .events = (short)(POLLRDHUP | (pty && !pending && !st.out_eof ? POLLIN : 0)) }; }
+		/* its pod's sandbox gone: a command made on request is in a pid
+		 * namespace of its own, not below the container's, so the kernel
+		 * does not end it with the container's; the agent does (child.c) */
+		if (x->direct && !st.killed && x->pod->sandbox_pidfd >= 0) { ig = np; pf[np++] = (struct pollfd){ .fd = x->pod->sandbox_pidfd, .events = POLLIN }; }
 		if (req->term_fd > 0 && !st.killed && !st.termed) { it = np; pf[np++] = (struct pollfd){ .fd = req->term_fd, .events = POLLIN }; }
 		uint64_t now = now_ns();
 		uint64_t until = st.killed ? st.kill_deadline : deadline;
@@ -371,6 +375,8 @@ static void run_command(struct exec_ctx *x)
 			res->requester_gone = true;
 			kill_all(x, &st);
 		}
+		if (ig >= 0 && (pf[ig].revents & (POLLIN | POLLHUP | POLLERR)) && !st.killed)
+			kill_all(x, &st);
 		if (it >= 0 && pf[it].revents) {
 			st.termed = true;
 			if (!st.exited)

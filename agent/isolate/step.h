@@ -47,6 +47,7 @@ struct exec_ctx {
 	int netns_fd;              /* netns: the fresh namespace (-1: none) */
 	int landlock_fd;           /* landlock: the ruleset (-1: none) */
 	int pidfd;                 /* spawn: the exec child */
+	bool direct;               /* spawn: that child is the command (no monitor: child.c) */
 	uint64_t t_clone;          /* spawn: CLOCK_MONOTONIC when clone3 was called */
 	int out_fd, err_fd;        /* spawn: read ends of its stdout and stderr (a terminal: its
 				    * master, and -1) */
