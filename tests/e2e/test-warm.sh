@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Warm exec slots (issue 16): execs made ahead of their requests, with the
-# agent's defaults (exec.warm_slots 2). What the test holds them to, read
+# Warm exec slots (issue 16): execs made ahead of their requests, turned on
+# (exec.warm_slots 2; the default is 0). What the test holds them to, read
 # from the kernel: a slot is made after a pod's exec, carries every layer
 # before its request (its own cgroups, every BPF program, a fresh
 # network namespace, a parked child); the request that takes it gets a
@@ -8,12 +8,13 @@
 # one exec, never two (cgroup, namespace, IPC and pid namespace all new);
 # it goes when unused (exec.warm_idle_s), when its pod goes, when the agent
 # stops, and a new agent sweeps what a killed one left. With
-# exec.warm_slots 0 there are none, which is what makes the checks able to
-# fail (and what the code before them did).
+# exec.warm_slots 0, the default, there are none, which is what makes the
+# checks able to fail (and what the code before them did).
 . "$(dirname "$0")/lib.sh"
 
 RUNC=(runc --root /run/runc)
-bk_start_agent || exit 1
+WARM='{"exec":{"warm_slots":2}}'
+bk_start_agent "$WARM" || exit 1
 bk_sandbox_create w1 || exit 1
 PUID=$(sb w1 pod_uid)
 slots() { slot_cgroups "$PUID" | wc -l; }
@@ -88,7 +89,7 @@ bk_sandbox_delete w1 >/dev/null 2>&1
 
 # unused slots go after exec.warm_idle_s; the agent's stop takes the rest
 bk_stop_agent
-bk_start_agent '{"exec":{"warm_idle_s":2}}' || exit 1
+bk_start_agent '{"exec":{"warm_slots":2,"warm_idle_s":2}}' || exit 1
 bk_sandbox_create w2 || exit 1
 P2=$(sb w2 pod_uid)
 bk_exec w2 -- true
@@ -103,13 +104,13 @@ check "the agent's stop tears its slots down (no cgroup, no parked child, no rec
 	test -z "$(slot_cgroups "$P2")$(pgrep -x boxkite-slot)$(ls "$T/state/execs" 2>/dev/null)"
 
 # a killed agent leaves slots; the next one sweeps them
-bk_start_agent || exit 1
+bk_start_agent "$WARM" || exit 1
 bk_exec w2 -- true
 for _ in $(seq 1 40); do [ "$(slot_cgroups "$P2" | wc -l)" -ge 2 ] && break; sleep 0.05; done
 check "slots made again" test "$(slot_cgroups "$P2" | wc -l)" = 2
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 rm -f "$T/admin.sock" "$SOCK"
-bk_start_agent || exit 1
+bk_start_agent "$WARM" || exit 1
 check "a killed agent's slots are swept by the next one at its start" \
 	gone_within $((3 * TIME_SCALE)) sh -c "pgrep -x boxkite-slot; find $CG_ROOTS -path '*/pod$P2/boxkite-exec-*' -type d"
 
@@ -126,9 +127,9 @@ check "a pod with two waiting slots is deleted in ${ms} ms (< 3 s), its containe
 	test "$ms" -lt $((3000 * TIME_SCALE)) -a -z "$("${RUNC[@]}" list | grep "/w3/")"
 check "  ... no zombie of the agent's left" test -z "$(ps -o stat= --ppid "$AGENT_PID" | grep Z)"
 
-# none with exec.warm_slots 0
+# none with exec.warm_slots 0 (the default)
 bk_stop_agent
-bk_start_agent '{"exec":{"warm_slots":0}}' || exit 1
+bk_start_agent || exit 1
 bk_exec w2 -- true; bk_exec w2 -- true
 sleep 0.3
 check "exec.warm_slots 0: every exec is made on request, no slot" \

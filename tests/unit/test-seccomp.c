@@ -67,6 +67,8 @@ static long raw_clone(unsigned long flags)
 }
 
 #if defined(__x86_64__)
+static bool have_int80 = true; /* test_filtered's probe */
+
 static long int80(long nr)
 {
 	long r;
@@ -152,10 +154,12 @@ static void filtered_calls(void)
 	/* other ABIs */
 #if defined(__x86_64__)
 	expect("x32 getpid", syscall(SYS_getpid | 0x40000000), EPERM);
-	long r = int80(20); /* getpid in the i386 table */
-	if (r != -EPERM) {
-		fprintf(stderr, "  int 0x80 getpid: %ld, want -EPERM\n", r);
-		bad++;
+	if (have_int80) {
+		long r = int80(20); /* getpid in the i386 table */
+		if (r != -EPERM) {
+			fprintf(stderr, "  int 0x80 getpid: %ld, want -EPERM\n", r);
+			bad++;
+		}
 	}
 #endif
 	expect("getpid", getpid(), 0);
@@ -299,7 +303,32 @@ static void test_table(void **state)
 	}
 }
 
-static void test_filtered(void **state) { assert_int_equal(in_child(filtered_calls), 0); }
+/* Does this kernel have the i386 entry (int 0x80) at all? Without it
+ * (ia32 emulation off: the instruction faults, SIGSEGV) the i386 table
+ * cannot be reached, filter or not, and there is nothing to check there. */
+static void int80_probe(void)
+{
+	signal(SIGSEGV, SIG_DFL); /* not cmocka's: the fault must end this child */
+#if defined(__x86_64__)
+	int80(20);
+#endif
+	_exit(0);
+}
+
+static void test_filtered(void **state)
+{
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid == 0)
+		int80_probe();
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	have_int80 = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	if (!have_int80)
+		fprintf(stderr, "  int 0x80: this kernel has no i386 entry (the probe ended by signal %d): "
+				"not checked\n", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	assert_int_equal(in_child(filtered_calls), 0);
+}
 static void test_control(void **state) { assert_int_equal(in_child(control_calls), 0); }
 
 int main(void)
