@@ -20,6 +20,8 @@ VERSION   := $(shell cat VERSION 2>/dev/null || echo 0.0.0)$(if $(GITREV),+g$(GI
 PKGS      := libbpf libmnl libmicrohttpd libcjson openssl libpcre2-8
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# boxkitectl loads OpenSSL when it first needs it (agent/ctl/ossl.c)
+CTL_LIBS   = $(shell pkg-config --libs $(filter-out openssl,$(PKGS)) 2>/dev/null) -ldl -lpthread
 
 WARN      := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter -Wno-format-truncation -Wno-format-nonliteral
 CFLAGS    ?= -O2 -g
@@ -97,7 +99,7 @@ $(BUILD)/libbkagent.a: $(AGENT_OBJS)
 $(BUILD)/boxkite-agent: $(BUILD)/obj/agent/main.o $(BUILD)/libbkagent.a $(BUILD)/libbkcommon.a
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lpthread
 $(BUILD)/boxkitectl: $(CTL_OBJS) $(BUILD)/libbkcommon.a
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CTL_LIBS)
 $(BUILD)/boxkite-shim: $(SHIM_OBJS) $(BUILD)/libbkcommon.a
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lpthread
 

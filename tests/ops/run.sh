@@ -84,6 +84,10 @@ for b in $BINS; do
 		sh -c "[ $rc -eq 2 ] && [ -s '$T/err' ]"
 done
 check "the three binaries print one version ($versions)" test "$(echo $versions | tr ' ' '\n' | sort -u | wc -l)" -eq 1
+# boxkitectl loads OpenSSL only when a command needs it (agent/ctl/ossl.c):
+# not linked, so `boxkitectl exec` does not pay for loading it
+check "boxkitectl is not linked against libssl or libcrypto (they are loaded on first use)" \
+	sh -c "! ldd '$BIN/boxkitectl' | grep -E 'libssl|libcrypto'"
 
 # boxkitectl's commands, from its --help: "  word [word] ..." lines
 sed -n '/^commands:/,/^[a-z]/p' "$T/help-boxkitectl" | grep -E '^   *[^ ]' > "$T/synopsis"
