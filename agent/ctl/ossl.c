@@ -20,6 +20,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,15 +135,21 @@ FWD(int, X509_set_pubkey, (X509 *x, EVP_PKEY *pkey), (x, pkey))
 FWD(int, X509_set_version, (X509 *x, long version), (x, version))
 FWD(int, X509_sign, (X509 *x, EVP_PKEY *pkey, const EVP_MD *md), (x, pkey, md))
 
-/* Variadic in OpenSSL (the key type's parameters); boxkitectl asks only for
- * types that take none (ED25519). */
+/* Variadic in OpenSSL: the key type's parameter, if it takes one (EC: the
+ * curve's name; RSA: the bits, a size_t), as OpenSSL's own
+ * EVP_EC_gen/EVP_RSA_gen pass it. */
 EVP_PKEY *EVP_PKEY_Q_keygen(OSSL_LIB_CTX *libctx, const char *propq, const char *type, ...)
 {
 	REAL(EVP_PKEY_Q_keygen);
-	if (strcmp(type, "ED25519") != 0 && strcmp(type, "X25519") != 0 && strcmp(type, "ED448") != 0 &&
-	    strcmp(type, "X448") != 0) {
-		fprintf(stderr, "boxkitectl: EVP_PKEY_Q_keygen(%s): only key types without parameters\n", type);
-		abort();
-	}
-	return real_EVP_PKEY_Q_keygen(libctx, propq, type);
+	va_list ap;
+	va_start(ap, type);
+	EVP_PKEY *k;
+	if (strcmp(type, "EC") == 0 || strcmp(type, "SM2") == 0)
+		k = real_EVP_PKEY_Q_keygen(libctx, propq, type, va_arg(ap, char *));
+	else if (strcmp(type, "RSA") == 0)
+		k = real_EVP_PKEY_Q_keygen(libctx, propq, type, va_arg(ap, size_t));
+	else
+		k = real_EVP_PKEY_Q_keygen(libctx, propq, type);
+	va_end(ap);
+	return k;
 }
