@@ -57,6 +57,7 @@ struct conn {
 	uint64_t deadline;     /* parked: dropped at this time (ns, monotonic) */
 	struct bk_pod pod;
 	struct conn *prev, *next;
+	struct conn *qnext;    /* in the workers' queue */
 };
 
 struct peer_count {
@@ -172,6 +173,7 @@ static void *conn_request(void *arg)
 					      r == -EAGAIN ? "the rest of the frame did not arrive in time"
 							   : bk_proto_strerror(r)));
 	}
+	bk_api_client_fd = -1;
 	pthread_mutex_lock(&cs.lock);
 	cs.n_busy--;
 	if (keep)
@@ -180,6 +182,72 @@ static void *conn_request(void *arg)
 		conn_free_locked(c);
 	pthread_mutex_unlock(&cs.lock);
 	return NULL;
+}
+
+/* The request threads: kept for the next request, not made per request. A
+ * thread made anew costs its stack's and its heap's first touches again
+ * (glibc gives a cached stack back with its pages dropped): page faults,
+ * each with TLB flushes, on every exec. A thread idle for WORKER_IDLE_S
+ * ends; there are never more than the requests in flight. */
+#define WORKER_IDLE_S 30
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	struct conn *head, *tail;
+	int queued, idle;
+} wq = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void *worker(void *arg)
+{
+	struct conn *c = arg;
+	for (;;) {
+		conn_request(c);
+		pthread_mutex_lock(&wq.lock);
+		wq.idle++;
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += WORKER_IDLE_S;
+		while (!wq.head)
+			if (pthread_cond_timedwait(&wq.cv, &wq.lock, &until) == ETIMEDOUT && !wq.head)
+				break;
+		wq.idle--;
+		c = wq.head;
+		if (c) {
+			wq.head = c->qnext;
+			if (!wq.head)
+				wq.tail = NULL;
+			wq.queued--;
+		}
+		pthread_mutex_unlock(&wq.lock);
+		if (!c)
+			return NULL;
+	}
+}
+
+/* c to a waiting thread, else to a new one. -1: no thread could be made. */
+static int worker_take(struct conn *c)
+{
+	pthread_mutex_lock(&wq.lock);
+	if (wq.idle > wq.queued) {
+		c->qnext = NULL;
+		if (wq.tail)
+			wq.tail->qnext = c;
+		else
+			wq.head = c;
+		wq.tail = c;
+		wq.queued++;
+		pthread_cond_signal(&wq.cv);
+		pthread_mutex_unlock(&wq.lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&wq.lock);
+	pthread_t th;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	int r = pthread_create(&th, &at, worker, c);
+	pthread_attr_destroy(&at);
+	return r == 0 ? 0 : -1;
 }
 
 /* Rate-limited: one line per second, with how many went unlogged. */
@@ -307,17 +375,12 @@ static void conn_ready(struct conn *c, uint32_t events)
 	bool go = c->identified || (c->identified = identify(c));
 	pthread_mutex_lock(&cs.lock);
 	if (go) {
-		pthread_t th;
-		pthread_attr_t at;
-		pthread_attr_init(&at);
-		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 		cs.n_busy++;
-		if (pthread_create(&th, &at, conn_request, c) != 0) {
+		if (worker_take(c) < 0) {
 			cs.n_busy--;
 			log_refusal(c->kind == BK_CALLER_ADMIN ? "admin" : "agent", c->key, "cannot start a thread");
 			go = false;
 		}
-		pthread_attr_destroy(&at);
 	}
 	if (!go)
 		conn_free_locked(c);
@@ -686,6 +749,11 @@ static void log_limits(const struct bk_limits *L)
 
 int main(int argc, char **argv)
 {
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* worker()'s idle wait */
+	pthread_cond_init(&wq.cv, &ca);
+	pthread_condattr_destroy(&ca);
 	struct bk_config *c = &agent.cfg;
 	bk_config_defaults(c);
 	bool check_only = false;
