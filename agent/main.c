@@ -187,9 +187,11 @@ static void *conn_request(void *arg)
 /* The request threads: kept for the next request, not made per request. A
  * thread made anew costs its stack's and its heap's first touches again
  * (glibc gives a cached stack back with its pages dropped): page faults,
- * each with TLB flushes, on every exec. A thread idle for WORKER_IDLE_S
- * ends; there are never more than the requests in flight. */
+ * each with TLB flushes, on every exec. At most WORKER_KEEP wait (a burst's
+ * others end with their request: their stacks and heaps are not held); one
+ * idle for WORKER_IDLE_S ends too. */
 #define WORKER_IDLE_S 30
+#define WORKER_KEEP 4
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
@@ -203,6 +205,10 @@ static void *worker(void *arg)
 	for (;;) {
 		conn_request(c);
 		pthread_mutex_lock(&wq.lock);
+		if (wq.idle >= WORKER_KEEP && !wq.head) {
+			pthread_mutex_unlock(&wq.lock);
+			return NULL;
+		}
 		wq.idle++;
 		struct timespec until;
 		clock_gettime(CLOCK_MONOTONIC, &until);
