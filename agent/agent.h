@@ -55,6 +55,7 @@ struct bk_agent {
 	char node_name[256];      /* $NODE_NAME (the DaemonSet's spec.nodeName), else the host name */
 	uint64_t start_ns;
 	/* counters (atomic) */
+	int req_serving, req_waiting; /* request threads (main.c): serving one, waiting for the next */
 	uint64_t requests, refused_callers, refused_conns, dropped_conns, refused_execs_budget, execs_ok, execs_failed, execs_timeout, execs_refused_unsafe;
 	uint64_t layer_failures[6]; /* cgroup, bpf, netns, container, exec, other */
 	/* exec duration histogram (seconds) */

@@ -176,6 +176,7 @@ static void *conn_request(void *arg)
 	bk_api_client_fd = -1;
 	pthread_mutex_lock(&cs.lock);
 	cs.n_busy--;
+	__atomic_store_n(&agent.req_serving, cs.n_busy, __ATOMIC_RELAXED);
 	if (keep)
 		conn_park_locked(c, agent.limits.idle_ms);
 	else
@@ -210,6 +211,7 @@ static void *worker(void *arg)
 			return NULL;
 		}
 		wq.idle++;
+		__atomic_store_n(&agent.req_waiting, wq.idle, __ATOMIC_RELAXED);
 		struct timespec until;
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += WORKER_IDLE_S;
@@ -217,6 +219,7 @@ static void *worker(void *arg)
 			if (pthread_cond_timedwait(&wq.cv, &wq.lock, &until) == ETIMEDOUT && !wq.head)
 				break;
 		wq.idle--;
+		__atomic_store_n(&agent.req_waiting, wq.idle, __ATOMIC_RELAXED);
 		c = wq.head;
 		if (c) {
 			wq.head = c->qnext;
@@ -382,8 +385,10 @@ static void conn_ready(struct conn *c, uint32_t events)
 	pthread_mutex_lock(&cs.lock);
 	if (go) {
 		cs.n_busy++;
+		__atomic_store_n(&agent.req_serving, cs.n_busy, __ATOMIC_RELAXED);
 		if (worker_take(c) < 0) {
 			cs.n_busy--;
+			__atomic_store_n(&agent.req_serving, cs.n_busy, __ATOMIC_RELAXED);
 			log_refusal(c->kind == BK_CALLER_ADMIN ? "admin" : "agent", c->key, "cannot start a thread");
 			go = false;
 		}

@@ -283,6 +283,9 @@ char *bk_api_status(struct bk_agent *a)
 	cJSON_AddNumberToObject(b, "execs_failed", (double)s.execs_failed);
 	cJSON_AddNumberToObject(b, "refused_callers", (double)s.refused_callers);
 	cJSON_AddNumberToObject(b, "requests", (double)s.requests);
+	cJSON *rt = cJSON_AddObjectToObject(b, "request_threads");
+	cJSON_AddNumberToObject(rt, "serving", __atomic_load_n(&a->req_serving, __ATOMIC_RELAXED));
+	cJSON_AddNumberToObject(rt, "waiting", __atomic_load_n(&a->req_waiting, __ATOMIC_RELAXED));
 	const struct bk_limits *L = &a->limits;
 	cJSON *lim = cJSON_AddObjectToObject(b, "limits");
 	cJSON_AddNumberToObject(lim, "nofile", (double)L->nofile);

@@ -144,6 +144,7 @@ check "the client vanished: its exec is killed within 3 s, not left to run" wait
 wait_for 12 gone
 
 # --- kill -9 of the shim during two HTTPS execs ------------------------------------------------------------
+threads_before_wait=$(ctl status | jq -r '.request_threads.waiting')
 threads_before=$(ls "/proc/$AGENT_PID/task" | wc -l)
 fds_before=$(ls "/proc/$AGENT_PID/fd" | wc -l)
 for i in 1 2; do inflight "s$i" "sleep 15.2525" 30; done
@@ -168,8 +169,14 @@ check "  ... the agent says why (requester_gone)" test "$(grep -c '"outcome":"re
 bk_exec "$SB" -- echo agent-ok
 check "the agent still runs execs (admin socket)" test "$(j .stdout)" = agent-ok
 sleep 0.5
-check "agent threads back to baseline ($threads_before -> $(ls "/proc/$AGENT_PID/task" | wc -l))" \
-	test "$(ls "/proc/$AGENT_PID/task" | wc -l)" -le "$threads_before"
+# request threads are kept for the next request (at most 4 wait): the
+# baseline is the threads that are not waiting ones, and no request is
+# still being served but the status request itself
+ctl status > "$T/rt.json"
+rt_now=$(ls "/proc/$AGENT_PID/task" | wc -l)
+rt_wait=$(jq -r '.request_threads.waiting' "$T/rt.json")
+check "agent threads back to baseline ($threads_before -> $rt_now, of them $rt_wait waiting request threads; serving $(jq -r '.request_threads.serving' "$T/rt.json"))" \
+	test "$((rt_now - rt_wait))" -le "$((threads_before - threads_before_wait))" -a "$(jq -r '.request_threads.serving' "$T/rt.json")" = 1 -a "$rt_wait" -le 4
 check "agent fds back to baseline ($fds_before -> $(ls "/proc/$AGENT_PID/fd" | wc -l))" \
 	test "$(ls "/proc/$AGENT_PID/fd" | wc -l)" -le "$((fds_before + 8))"
 check "no sanitizer report in the shim log" \
