@@ -62,7 +62,12 @@ load() { # N OUT.json LAT-FILE
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$AGENT_PID/status"; }
 nfd() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 netfd() { find "/proc/$1/fd" -lname 'net:*' 2>/dev/null | wc -l; }
-ntask() { ls "/proc/$1/task" 2>/dev/null | wc -l; }
+# the agent's threads less the request threads waiting for the next request
+# (kept on purpose, at most 4: `boxkitectl status`, request_threads)
+ntask() {
+	local w; w=$("$BK_BIN/boxkitectl" --admin-socket "$D/admin.sock" status 2>/dev/null | jq -r '.request_threads.waiting // 0')
+	echo $(($(ls "/proc/$1/task" 2>/dev/null | wc -l) - ${w:-0}))
+}
 # the cgroup layout, read from the mounts (hybrid here, pure v2 on most nodes)
 CG2=$(findmnt -t cgroup2 -n -o TARGET | head -1)
 CG_ROOTS="$CG2 $(findmnt -t cgroup -n -o TARGET | tr '\n' ' ')"
