@@ -212,9 +212,7 @@ static void *worker(void *arg)
 		}
 		wq.idle++;
 		__atomic_store_n(&agent.req_waiting, wq.idle, __ATOMIC_RELAXED);
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += WORKER_IDLE_S;
+		struct timespec until = mono_after_ms(WORKER_IDLE_S * 1000);
 		while (!wq.head)
 			if (pthread_cond_timedwait(&wq.cv, &wq.lock, &until) == ETIMEDOUT && !wq.head)
 				break;
@@ -250,13 +248,7 @@ static int worker_take(struct conn *c)
 		return 0;
 	}
 	pthread_mutex_unlock(&wq.lock);
-	pthread_t th;
-	pthread_attr_t at;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	int r = pthread_create(&th, &at, worker, c);
-	pthread_attr_destroy(&at);
-	return r == 0 ? 0 : -1;
+	return thread_start_detached(worker, c, 0) == 0 ? 0 : -1;
 }
 
 /* Rate-limited: one line per second, with how many went unlogged. */
@@ -760,11 +752,7 @@ static void log_limits(const struct bk_limits *L)
 
 int main(int argc, char **argv)
 {
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* worker()'s idle wait */
-	pthread_cond_init(&wq.cv, &ca);
-	pthread_condattr_destroy(&ca);
+	mono_cond_init(&wq.cv); /* worker()'s idle wait */
 	struct bk_config *c = &agent.cfg;
 	bk_config_defaults(c);
 	bool check_only = false;

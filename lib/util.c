@@ -97,6 +97,28 @@ struct timespec mono_after_ms(unsigned ms)
 	return (struct timespec){ .tv_sec = (time_t)(t / 1000000000ull), .tv_nsec = (long)(t % 1000000000ull) };
 }
 
+void mono_cond_init(pthread_cond_t *c)
+{
+	pthread_condattr_t at;
+	pthread_condattr_init(&at);
+	pthread_condattr_setclock(&at, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &at);
+	pthread_condattr_destroy(&at);
+}
+
+int thread_start_detached(void *(*fn)(void *), void *arg, size_t stack)
+{
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (stack)
+		pthread_attr_setstacksize(&at, stack);
+	pthread_t t;
+	int r = pthread_create(&t, &at, fn, arg);
+	pthread_attr_destroy(&at);
+	return r;
+}
+
 int mkdir_p(const char *path, mode_t mode)
 {
 	char buf[4096];

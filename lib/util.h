@@ -3,8 +3,8 @@
  * Ownership follows bubblewrap/systemd: cleanup attributes instead of free
  * ladders, steal_* to hand ownership out of a scope. */
 #pragma once
-
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,5 +73,10 @@ void random_id(char *out, size_t len);
 /* CLOCK_MONOTONIC now plus ms, for pthread_cond_timedwait on a condition
  * variable set to that clock. */
 struct timespec mono_after_ms(unsigned ms);
+/* A condition variable on CLOCK_MONOTONIC (for mono_after_ms). */
+void mono_cond_init(pthread_cond_t *c);
+/* A detached thread running fn(arg); stack: its size (0: the default).
+ * 0, or pthread_create's error number. */
+int thread_start_detached(void *(*fn)(void *), void *arg, size_t stack);
 /* mkdir -p, mode for every created component. */
 int mkdir_p(const char *path, mode_t mode);

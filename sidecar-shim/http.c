@@ -940,11 +940,7 @@ static int slot_acquire(struct shim *s)
 		return -EBUSY;
 	}
 	struct slot_waiter w = { 0 };
-	pthread_condattr_t at;
-	pthread_condattr_init(&at);
-	pthread_condattr_setclock(&at, CLOCK_MONOTONIC);
-	pthread_cond_init(&w.cond, &at);
-	pthread_condattr_destroy(&at);
+	mono_cond_init(&w.cond);
 	if (s->slot_tail)
 		s->slot_tail->next = &w;
 	else
@@ -1324,11 +1320,7 @@ int http_start(struct shim *s)
 	atomic_store(&s->last_activity, now_ns());
 	pthread_mutex_init(&s->conns_lock, NULL);
 	pthread_mutex_init(&s->slot_lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->conns_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	mono_cond_init(&s->conns_cond);
 
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
 			 MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE;

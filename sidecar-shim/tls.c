@@ -625,13 +625,7 @@ static void *acceptor_main(void *arg)
 		}
 		int one = 1;
 		(void)setsockopt(cn->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&attr, SHIM_THREAD_STACK);
-		pthread_t t;
-		int e = pthread_create(&t, &attr, conn_main, cn);
-		pthread_attr_destroy(&attr);
+		int e = thread_start_detached(conn_main, cn, SHIM_THREAD_STACK);
 		if (e != 0) {
 			log_warn("cannot start a connection thread", LS("error", strerror(e)));
 			peer_release(s, cn->entry);

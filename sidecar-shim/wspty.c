@@ -325,15 +325,9 @@ void wspty_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const ch
 		}
 		/* (handled once the agent connection is up: relay() keeps w->in) */
 	}
-	pthread_attr_t at;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&at, SHIM_THREAD_STACK);
-	pthread_t t;
-	if (pthread_create(&t, &at, relay, w) != 0) {
+	if (thread_start_detached(relay, w, SHIM_THREAD_STACK) != 0) {
 		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 		free(w->in);
 		free(w);
 	}
-	pthread_attr_destroy(&at);
 }

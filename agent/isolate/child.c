@@ -881,7 +881,7 @@ static int read_proc_masks(const struct bk_pod *pod, struct proc_masks *pm, stru
 }
 
 #if defined(__x86_64__)
-#define BK_SPAWN_DIRECT 1
+#define BK_SPAWN_DIRECT true
 /* clone3 with the child on a stack of its own (args->stack): it calls
  * fn(arg) there and ends with its return value. glibc has no clone3
  * wrapper that takes a function; this is its x86-64 core. */
@@ -948,6 +948,41 @@ static void stack_put(char *st)
 	if (st)
 		munmap(st, BK_STACK_SIZE + 4096);
 }
+
+/* An exec made on request: its child is the command itself, born sharing
+ * the agent's memory (CLONE_VM, as posix_spawn does) while this thread
+ * waits (CLONE_VFORK) for its execve or its end, as the init of a pid
+ * namespace of its own (CLONE_NEWPID), below the agent's: a pid namespace
+ * can be made only below the maker's own. No copy of the agent's memory is
+ * made, none is written to behind the agent, and no monitor stays: the
+ * agent is its parent. The child's pid, or -errno. */
+static long spawn_direct(struct clone_args *args, struct child_args *ca)
+{
+	char *stack = stack_get();
+	if (!stack)
+		return -ENOMEM;
+	args->flags |= CLONE_VM | CLONE_VFORK | CLONE_NEWPID;
+	args->stack = (uint64_t)(uintptr_t)stack + 4096;
+	args->stack_size = BK_STACK_SIZE;
+	/* nothing of the agent's (its handlers) may run on the child's stack
+	 * before direct_entry has reset them */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	long pid = clone3_fn(args, direct_entry, ca);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	stack_put(stack);
+	return pid;
+}
+#else
+/* glibc has no clone3 that takes a function: elsewhere every exec child is
+ * a copy of the agent that stays as its command's monitor */
+#define BK_SPAWN_DIRECT false
+static long spawn_direct(struct clone_args *args, struct child_args *ca)
+{
+	(void)args, (void)ca, (void)direct_entry;
+	return -ENOSYS;
+}
 #endif
 
 /* clone3 the exec child into the exec cgroup, in the sandbox container's
@@ -973,7 +1008,6 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 	if (pipe_pair(&info_rd, &info_wr) < 0)
 		return bk_fail(&x->err, -errno, "exec", "cannot create pipes: %s", strerror(errno));
 	char *argv[] = { "sh", "-c", (char *)req->command, NULL };
-	int pidfd_v = -1;
 	_cleanup_free_ struct proc_masks *masks = malloc(sizeof(*masks));
 	if (!masks)
 		return bk_fail(&x->err, -ENOMEM, "container", "no memory for the container's /proc masks");
@@ -995,69 +1029,35 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 		ca.v1_procs[i] = x->cg.v1[i].procs_fd;
 		ca.v1_err[i] = x->cg.v1[i].join_err;
 	}
+	/* made on request: the command itself (spawn_direct); a warm slot
+	 * parks for seconds and cannot hold this thread: its child is a copy
+	 * of the agent and stays as its command's monitor (enter_pidns) */
+	ca.direct = BK_SPAWN_DIRECT && go_child < 0;
+	/* The monitor is born in the container's pid namespace: the thread's
+	 * pid_for_children is switched for this clone only. */
+	if (!ca.direct && setns(x->pod->sandbox_pidfd, CLONE_NEWPID) < 0)
+		return bk_fail(&x->err, -errno, NULL, "cannot enter the sandbox container's pid namespace: %s",
+			       strerror(errno));
+	int pidfd = -1;
+	x->t_clone = mono_ns();
 	struct clone_args args = {
 		.flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
-		.pidfd = (uint64_t)(uintptr_t)&pidfd_v,
+		.pidfd = (uint64_t)(uintptr_t)&pidfd,
 		.exit_signal = SIGCHLD,
 		.cgroup = (uint64_t)x->cg.v2_fd,
 	};
-#ifdef BK_SPAWN_DIRECT
-	/* Made on request: the child is the command itself, born sharing the
-	 * agent's memory (CLONE_VM, as posix_spawn does) while this thread
-	 * waits (CLONE_VFORK) for its execve or its end, in a pid namespace of
-	 * its own (CLONE_NEWPID) below the container's. No copy of the
-	 * agent's memory is made, none is written to behind the agent, and no
-	 * monitor stays: the agent is its parent. A warm slot parks for
-	 * seconds, so it cannot hold this thread: its child is a copy of the
-	 * agent and stays as the monitor of its command (enter_pidns). */
-	char *stack = NULL;
-	if (go_child < 0) {
-		stack = stack_get();
-		if (!stack)
-			return bk_fail(&x->err, -ENOMEM, "exec", "no memory for the exec child's stack");
-		ca.direct = true;
-		args.flags |= CLONE_VM | CLONE_VFORK | CLONE_NEWPID;
-		args.stack = (uint64_t)(uintptr_t)stack + 4096;
-		args.stack_size = BK_STACK_SIZE;
-	}
-#endif
-	/* The monitor is born in the container's pid namespace: the thread's
-	 * pid_for_children is switched for this clone only. (A pid namespace
-	 * can be made only from a process's own: spawn_direct's is one of its
-	 * own below the agent's, a sibling of the container's.) */
-	if (!ca.direct && setns(x->pod->sandbox_pidfd, CLONE_NEWPID) < 0) {
-		int en = errno;
-#ifdef BK_SPAWN_DIRECT
-		if (stack)
-			stack_put(stack);
-#endif
-		return bk_fail(&x->err, -en, NULL, "cannot enter the sandbox container's pid namespace: %s",
-			       strerror(en));
-	}
-	x->t_clone = mono_ns();
 	long pid;
 	int clone_errno;
-#ifdef BK_SPAWN_DIRECT
 	if (ca.direct) {
-		/* nothing of the agent's (its handlers) may run on the child's
-		 * stack before direct_entry has reset them */
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		pid = clone3_fn(&args, direct_entry, &ca);
+		pid = spawn_direct(&args, &ca);
 		clone_errno = pid < 0 ? (int)-pid : 0;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		stack_put(stack);
 		x->direct = true;
-	} else
-#endif
-	{
+	} else {
 		pid = syscall(SYS_clone3, &args, sizeof(args));
 		clone_errno = errno;
 		if (pid == 0)
 			child_main(&ca);
 	}
-	int pidfd = pidfd_v;
 	spawned(x);
 	if (!ca.direct && setns(e->self_pidns, CLONE_NEWPID) < 0) {
 		/* cannot happen for our own namespace; never spawn from a

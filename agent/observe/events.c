@@ -20,11 +20,7 @@ static bool stopping;
 
 static void cond_init(void)
 {
-	pthread_condattr_t at;
-	pthread_condattr_init(&at);
-	pthread_condattr_setclock(&at, CLOCK_MONOTONIC);
-	pthread_cond_init(&cond, &at);
-	pthread_condattr_destroy(&at);
+	mono_cond_init(&cond);
 }
 
 bool bk_events_wants(const char *name)

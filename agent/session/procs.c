@@ -377,12 +377,7 @@ int bk_proc_start(struct bk_agent *a, const struct bk_pod *pod, const char *comm
 	p->listed = true;
 	p->next = head;
 	head = p;
-	pthread_attr_t at;
-	pthread_t th;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	int tr = pthread_create(&th, &at, proc_main, p);
-	pthread_attr_destroy(&at);
+	int tr = thread_start_detached(proc_main, p, 0);
 	if (tr != 0) {
 		p->refs--; /* no thread */
 		unlist_locked(p);
