@@ -20,12 +20,16 @@
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static inline void freep(void *p) { free(*(void **)p); }
+/* Close *fd if open, and forget it (-1): a struct's descriptor closed
+ * early must not be closed again later, when its number may already be
+ * another thread's (procs.c closes a process's pipes one by one). */
 static inline void closep(int *fd)
 {
 	if (*fd >= 0) {
 		int saved = errno;
 		close(*fd);
 		errno = saved;
+		*fd = -1;
 	}
 }
 static inline void fclosep(FILE **f)

@@ -83,7 +83,8 @@ int bk_exec_cg_kill(struct bk_exec_cg *cg, int timeout_ms);
  * cgroup, each pinned by its pidfd and checked to be in it. The command,
  * init of the exec's own pid namespace, gets the default action of a TERM
  * it has no handler for (the kernel would drop it there): SIGKILL, last,
- * and *init_killed. How many were signalled, or -errno. */
+ * and *init_killed (set also when it exits first: it ended by the stop).
+ * How many were signalled, or -errno. */
 int bk_exec_cg_term(const struct bk_exec_cg *cg, bool *init_killed);
 /* The exec's process is in its cgroups: close the fds only its spawn used
  * (the cgroups are known by their paths from here). */

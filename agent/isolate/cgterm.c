@@ -109,10 +109,12 @@ int bk_exec_cg_term(const struct bk_exec_cg *cg, bool *init_killed)
 			n++;
 	}
 	if (init_fd >= 0) {
-		if (syscall(SYS_pidfd_send_signal, init_fd, SIGKILL, NULL, 0) == 0) {
-			*init_killed = true;
+		/* it had no handler when the stop came: it ends by this TERM,
+		 * also when it wins the race and exits on its own first (its
+		 * child died of the TERM above and the shell ended with 143) */
+		*init_killed = true;
+		if (syscall(SYS_pidfd_send_signal, init_fd, SIGKILL, NULL, 0) == 0)
 			n++;
-		}
 		close(init_fd);
 	}
 	return n;

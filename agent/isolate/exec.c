@@ -410,8 +410,12 @@ static void run_command(struct exec_ctx *x)
 		}
 	}
 	res->exit_code = res->timed_out ? 124 : st.status;
-	/* killed for a TERM it had no handler for: ended by that TERM */
-	res->signal = st.term_init && st.sig == SIGKILL ? SIGTERM : st.sig;
+	/* stopped while it had no handler for TERM: ended by that TERM, as a
+	 * process outside a pid namespace of its own would be, whether the
+	 * agent's SIGKILL or its own exit came first */
+	res->signal = st.term_init ? SIGTERM : st.sig;
+	if (st.term_init && !res->timed_out)
+		res->exit_code = 128 + SIGTERM;
 	uint64_t t_receipt = now_ns();
 	/* did the BPF layer hold until the end? (read back again): every
 	 * program still on the exec cgroup, and no socket of an ended exec

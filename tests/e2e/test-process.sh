@@ -161,12 +161,20 @@ check "kill-all: its cgroup and processes are gone" gone_in 3 "$CG" $PIDS
 
 ID=$(pstart pr1 "sleep 600" 60)
 find_proc "$UID1" || not_ok "configure: the process runs"
-papi pr1 POST /configure '{"session_id": "next-tenant"}' > /dev/null
+papi pr1 POST /configure '{"session_id": "next-tenant"}' > "$T/cf.json"
 check "/configure (new session): its cgroup and processes are gone" gone_in 3 "$CG" $PIDS
+# the wipe's file helper gets the sandbox's pidfd: it must still be one
+# after the process's pipes were closed (a pipe closed twice once took the
+# number of the /configure's pidfd: "cannot enter the sandbox container's
+# mount namespace: Invalid argument")
+check "/configure (new session): configured, the wipe done ($(jq -c . "$T/cf.json" | cut -c1-200))" \
+	test "$(jq -r .status "$T/cf.json")" = configured
 ID=$(pstart pr1 "sleep 600" 60)
 find_proc "$UID1" || not_ok "configure null: the process runs"
-papi pr1 POST /configure '{"session_id": null}' > /dev/null
+papi pr1 POST /configure '{"session_id": null}' > "$T/cf.json"
 check "/configure (session_id null): its cgroup and processes are gone" gone_in 3 "$CG" $PIDS
+check "/configure (session_id null): configured, the wipe done ($(jq -c . "$T/cf.json" | cut -c1-200))" \
+	test "$(jq -r .status "$T/cf.json")" = configured
 
 bk_sandbox_create pr3 || not_ok "sandbox pr3 created"
 ID=$(pstart pr3 "sleep 600" 60)
