@@ -123,6 +123,12 @@ for _ in $(seq 1 50); do $MGR curl -sk --max-time 1 "$URL/health" | grep -q conn
 SHIMPID=$(runc state "$(jq -r .shim_container_id "$D/sb.json")" | jq .pid)
 SHIMRSS=$(awk '/^VmRSS/ {print $2}' "/proc/$SHIMPID/status")
 AGENTRSS=$(awk '/^VmRSS/ {print $2}' "/proc/$AGENT_PID/status")
+# the shim's own pages (private: its heap, stacks, relocated data) and its
+# share of the library pages it maps with other processes (PSS), beside
+# RSS, which counts every mapped library page whole
+SHIMPRIV=$(awk '/^Private_(Clean|Dirty):/ {s += $2} END {print s + 0}' "/proc/$SHIMPID/smaps_rollup")
+SHIMPSS=$(awk '/^Pss:/ {print $2}' "/proc/$SHIMPID/smaps_rollup")
+SHIMSHARED=$(awk '/^Shared_(Clean|Dirty):/ {s += $2} END {print s + 0}' "/proc/$SHIMPID/smaps_rollup")
 # where the shim's RSS is, for the report: the kernel's split, then per
 # mapped file (file-backed pages and anonymous ones: relocated data, heap)
 {
@@ -217,6 +223,8 @@ printf 'seccomp receipt read, p50     = %5.3f ms  (the agent reads /proc/<pid>/s
 ov=$(echo "($(p50 "$https") - $(p50 "$boxk_again")) / 1000" | bc -l)
 printf 'shim overhead, p50            = %5.2f ms  (target <= 0.5 ms: %s)\n' "$ov" "$(verdict "$ov <= 0.5")"
 printf 'shim RSS, idle                = %5d KiB (target <= 8192 KiB: %s)\n' "$SHIMRSS" "$(verdict "$SHIMRSS <= 8192")"
+printf 'shim memory of its own, idle  = %5d KiB (private pages; PSS %d KiB; RSS also counts %d KiB of library pages shared with other processes)\n' \
+	"$SHIMPRIV" "$SHIMPSS" "$SHIMSHARED"
 if [ "$fdl" -gt 0 ]; then
 	fpe=$(echo "($fd1 - $fd0) / $fdl" | bc -l)
 	printf 'agent fds per live exec       = %5.2f   (%d execs live: %d fds, %d idle; target <= 6: %s)\n' \

@@ -153,6 +153,10 @@ bk_cleanup() {
 	rmdir "$CG2/$(basename "$BPFFS")-keepalive" 2>/dev/null
 	jobs -p | xargs -r kill 2>/dev/null
 	if [ "$FAIL" -gt 0 ] && [ -f "$T/agent.log" ]; then
+		# what the agent warned of (a cgroup it could not remove, a wipe
+		# that failed) is often far from the tail
+		echo "# agent log (its last warnings and errors):"
+		grep -E '"level":"(warn|error)"' "$T/agent.log" | grep -v '"event":"denied"' | tail -15 | cut -c1-600 | sed 's/^/#   /'
 		echo "# agent log (tail):"; tail -20 "$T/agent.log" | sed 's/^/#   /'
 	fi
 	[ -n "${BK_KEEP:-}" ] && cp "$T/agent.log" /tmp/last-agent.log; rm -rf "$T"
