@@ -3,6 +3,7 @@
 #include "lib/util.h"
 
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 
 int bk_frame_parse(const void *buf, size_t n, struct bk_frame_hdr *hdr, const uint8_t **payload)
@@ -68,8 +69,27 @@ int bk_reasm_feed(struct bk_reasm *r, const void *rec, size_t n)
 
 int bk_send_msg(int fd, const char *msg, size_t len)
 {
+	return bk_send_msg_until(fd, msg, len, 0);
+}
+
+int bk_send_msg_until(int fd, const char *msg, size_t len, uint64_t deadline_ns)
+{
 	size_t off = 0;
 	do {
+		if (deadline_ns) {
+			/* what is left of the deadline, for this chunk (a message
+			 * of several chunks must not get the whole wait per chunk) */
+			uint64_t now = now_ns();
+			if (now >= deadline_ns)
+				return -ETIMEDOUT;
+			uint64_t left = deadline_ns - now;
+			struct timeval tv = { .tv_sec = (time_t)(left / 1000000000ull),
+					      .tv_usec = (suseconds_t)(left % 1000000000ull / 1000) };
+			if (!tv.tv_sec && !tv.tv_usec)
+				tv.tv_usec = 1; /* (zero would be no limit) */
+			if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+				return -errno;
+		}
 		size_t chunk = len - off > BK_CHUNK_MAX ? BK_CHUNK_MAX : len - off;
 		struct bk_frame_hdr h = {
 			.magic = BK_FRAME_MAGIC,

@@ -61,6 +61,10 @@ int bk_reasm_feed(struct bk_reasm *r, const void *rec, size_t n);
 
 /* Send msg (len bytes) as framed records. Returns 0 or -errno. */
 int bk_send_msg(int fd, const char *msg, size_t len);
+/* The same, all chunks sent by deadline_ns (now_ns(); 0: no limit): each
+ * chunk's send waits (SO_SNDTIMEO, left set) only for what is left of it;
+ * -ETIMEDOUT or -EAGAIN when it passed. */
+int bk_send_msg_until(int fd, const char *msg, size_t len, uint64_t deadline_ns);
 /* Receive one whole message. Returns 0 and *out (caller frees, NUL
  * terminated), 1 on orderly EOF before any record, or -errno. */
 int bk_recv_msg(int fd, size_t max, char **out, size_t *outlen);

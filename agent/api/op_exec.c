@@ -396,18 +396,7 @@ static int stream_send(struct exec_stream *s, cJSON *ev)
 	/* a requester that stops reading holds the exec at most to its
 	 * deadline + 1 s, in all: each send waits only for what is left of
 	 * that (a reader taking a little now and then must not renew it) */
-	uint64_t now = now_ns(), end = s->deadline_ns + 1000000000ull;
-	if (now >= end) {
-		free(txt);
-		s->broken = true;
-		return -ETIMEDOUT;
-	}
-	uint64_t left = end - now;
-	struct timeval tv = { .tv_sec = (time_t)(left / 1000000000ull), .tv_usec = (suseconds_t)(left % 1000000000ull / 1000) };
-	if (!tv.tv_sec && !tv.tv_usec)
-		tv.tv_usec = 1; /* (zero would be no limit) */
-	setsockopt(s->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	int r = bk_send_msg(s->fd, txt, strlen(txt));
+	int r = bk_send_msg_until(s->fd, txt, strlen(txt), s->deadline_ns + 1000000000ull);
 	free(txt);
 	if (r < 0)
 		s->broken = true;

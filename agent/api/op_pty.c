@@ -164,7 +164,10 @@ static int send_event(struct pty_sess *s, cJSON *ev)
 		return -EPIPE;
 	}
 	char *txt = bk_api_event(ev);
-	int r = txt ? bk_send_msg(s->fd, txt, strlen(txt)) : -ENOMEM;
+	/* output the requester does not take within PTY_SEND_TIMEOUT_S ends
+	 * the terminal (the whole event, however many chunks it takes) */
+	int r = txt ? bk_send_msg_until(s->fd, txt, strlen(txt), now_ns() + PTY_SEND_TIMEOUT_S * 1000000000ull)
+		    : -ENOMEM;
 	free(txt);
 	if (r < 0)
 		s->broken = true;
@@ -320,10 +323,6 @@ char *bk_api_pty(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args
 		return bk_api_error(429, "too_many_terminals", "this sandbox already has %llu terminals open (pty.max_per_pod)",
 				    (unsigned long long)a->cfg.pty_max);
 	struct pty_sess s = { .fd = client_fd, .live = true };
-	/* a requester that stops reading ends its terminal (not the exec's
-	 * thread held forever) */
-	struct timeval tv = { .tv_sec = PTY_SEND_TIMEOUT_S };
-	setsockopt(client_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	struct bk_exec_sink sink = pty_sink;
 	sink.ud = &s;
 	ea.sink = &sink;
@@ -349,7 +348,8 @@ char *bk_api_pty(struct bk_agent *a, const struct bk_pod *pod, const cJSON *args
 	}
 	pty_give(pod->pod_uid);
 	free(s.in);
-	tv.tv_sec = 0;
+	/* (the events' send timeout is not the answer's) */
+	struct timeval tv = { 0 };
 	setsockopt(client_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	return out; /* NULL: the requester is gone, the connection closes */
 }

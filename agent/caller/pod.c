@@ -29,7 +29,6 @@ void bk_pod_init(struct bk_pod *p)
 void bk_pod_release(struct bk_pod *p)
 {
 	closep(&p->sandbox_pidfd);
-	p->sandbox_pidfd = -1;
 }
 
 static int pidfd_open_(pid_t pid)

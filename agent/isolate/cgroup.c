@@ -428,23 +428,18 @@ static int rmdir_retry(const char *d)
 void bk_exec_cg_setup_done(struct bk_exec_cg *cg)
 {
 	closep(&cg->v2_fd);
-	cg->v2_fd = -1;
-	for (int i = 0; i < cg->n_v1; i++) {
+	for (int i = 0; i < cg->n_v1; i++)
 		closep(&cg->v1[i].procs_fd);
-		cg->v1[i].procs_fd = -1;
-	}
 }
 
 int bk_exec_cg_destroy(struct bk_exec_cg *cg)
 {
 	closep(&cg->v2_fd);
-	cg->v2_fd = -1;
 	int r = 0, e;
 	if ((e = rmdir_retry(cg->v2)) < 0)
 		r = e;
 	for (int i = 0; i < cg->n_v1; i++) {
 		closep(&cg->v1[i].procs_fd);
-		cg->v1[i].procs_fd = -1;
 		if (!cg->v1[i].shared && (e = rmdir_retry(cg->v1[i].path)) < 0)
 			r = e;
 		cg->v1[i].shared = false;

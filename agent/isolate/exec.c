@@ -543,7 +543,6 @@ static void setup_done(struct exec_ctx *x)
 {
 	closep(&x->netns_fd);
 	closep(&x->landlock_fd);
-	x->netns_fd = x->landlock_fd = -1;
 	bk_exec_cg_setup_done(&x->cg);
 }
 

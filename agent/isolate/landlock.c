@@ -131,7 +131,6 @@ static int realpath_fd(int rootfd, const char *path, char *out, size_t outlen, i
 				resl--;
 			res[resl] = '\0';
 			closep(&cur);
-			cur = -1;
 			continue;
 		}
 		if (cl > NAME_MAX)
@@ -161,7 +160,6 @@ static int realpath_fd(int rootfd, const char *path, char *out, size_t outlen, i
 			if (tl == 0)
 				return -ENOENT; /* as the kernel */
 			closep(&cur);
-			cur = -1;
 			/* rem := target + "/" + rest */
 			size_t restl = strlen(rem + pos);
 			if ((size_t)tl + 1 + restl + 1 > sizeof(rem))

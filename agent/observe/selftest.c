@@ -207,7 +207,6 @@ static int selftest_once(struct bk_agent *a, char *err, size_t errlen)
 	for (int i = 0; i < a->cfg.policy.n && r == 0; i++)
 		r = probe_once(a, cfd, cgid, pns, &a->cfg.policy.prof[i], t, 4, err, errlen);
 	closep(&cfd);
-	cfd = -1;
 	rmdir(cg);
 	return r;
 }

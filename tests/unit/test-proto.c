@@ -118,12 +118,55 @@ static void socket_roundtrip(void **st)
 	close(sv[1]);
 }
 
+/* A message of several chunks, to a reader that takes one chunk every
+ * 200 ms: bk_send_msg_until's deadline (500 ms) bounds the whole message,
+ * not each chunk (each of which gets through within 200 ms) */
+static void send_deadline_whole_message(void **st)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	int small = BK_CHUNK_MAX; /* (doubled by the kernel) a chunk or two in flight at a time */
+	assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	size_t n = BK_CHUNK_MAX * 6;
+	char *big = malloc(n);
+	memset(big, 'x', n);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		char *rec = malloc(BK_CHUNK_MAX + 64);
+		for (;;) {
+			usleep(200000);
+			if (recv(sv[1], rec, BK_CHUNK_MAX + 64, 0) <= 0)
+				_exit(0);
+		}
+	}
+	close(sv[1]);
+	uint64_t t0 = now_ns();
+	int r = bk_send_msg_until(sv[0], big, n, t0 + 500000000ull);
+	uint64_t ms = (now_ns() - t0) / 1000000;
+	close(sv[0]);
+	int status;
+	waitpid(pid, &status, 0);
+	free(big);
+	print_message("# bk_send_msg_until: %d after %llu ms\n", r, (unsigned long long)ms);
+	assert_true(r == -EAGAIN || r == -ETIMEDOUT);
+	assert_true(ms >= 450 && ms < 700);
+	/* a deadline already passed: nothing is sent */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(bk_send_msg_until(sv[0], "{}", 2, now_ns() - 1), -ETIMEDOUT);
+	char b[64];
+	assert_int_equal(recv(sv[1], b, sizeof(b), MSG_DONTWAIT), -1);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(frame_parse_errors),
 		cmocka_unit_test(reasm),
 		cmocka_unit_test(socket_roundtrip),
+		cmocka_unit_test(send_deadline_whole_message),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
