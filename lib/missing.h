@@ -38,3 +38,6 @@
 #ifndef MQUEUE_MAGIC
 #define MQUEUE_MAGIC 0x19800202 /* ipc/mqueue.c: not in the uapi headers */
 #endif
+#ifndef ENOTSUPP
+#define ENOTSUPP 524 /* the kernel's internal "operation not supported" (include/linux/errno.h), which the bpf syscall returns as is */
+#endif

@@ -4,12 +4,14 @@
 #include "agent/isolate/netns.h"
 #include "agent/isolate/step.h"
 #include "lib/err.h"
+#include "lib/missing.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <linux/magic.h>
@@ -627,40 +629,54 @@ int bk_filter_adopt(struct bk_filter *f, const char *pin_dir)
 	return zombie_add(f, pin_dir, false);
 }
 
-/* What is left of a zombie's links: how many are still attached to their
- * cgroup, how many the kernel detached (cgroup released), how many pins
- * are gone. */
-static void zombie_links(const char *dir, int *attached, int *defunct, int *missing)
+/* The names of an exec's link pins (bk_filter_attach). */
+static const char *const link_pins[BK_NPROGS] = { "bk_sock_create", "bk_connect4", "bk_connect6", "bk_sendmsg4",
+						  "bk_sendmsg6",    "bk_egress",   "bk_recvmsg4", "bk_recvmsg6" };
+
+/* What is left of a zombie's links: how many of its pins are gone, and
+ * whether a link is still attached to its cgroup. Every exec's reap looks
+ * at every zombie, so this is made cheap: the pins are counted by one read
+ * of the directory, and the links are opened only until one is found
+ * attached (the kernel detaches all of a cgroup's links at once when it
+ * releases the cgroup; the zombie stays while any is attached). */
+static void zombie_links(const char *dir, bool *attached, int *missing)
 {
-	static const char *const names[] = { "bk_sock_create", "bk_connect4", "bk_connect6", "bk_sendmsg4",
-					     "bk_sendmsg6",    "bk_egress",   "bk_recvmsg4", "bk_recvmsg6" };
-	*attached = *defunct = *missing = 0;
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-		char p[700];
-		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
-		int fd = bpf_obj_get(p);
-		if (fd < 0) {
-			(*missing)++;
+	*attached = false;
+	*missing = BK_NPROGS;
+	bool present[BK_NPROGS] = { false };
+	DIR *d = opendir(dir);
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d)))
+			for (int i = 0; i < BK_NPROGS; i++)
+				if (!present[i] && streq(de->d_name, link_pins[i])) {
+					present[i] = true;
+					(*missing)--;
+				}
+		closedir(d);
+	}
+	for (int i = 0; i < BK_NPROGS && !*attached; i++) {
+		if (!present[i])
 			continue;
-		}
+		char p[700];
+		snprintf(p, sizeof(p), "%s/%s", dir, link_pins[i]);
+		int fd = bpf_obj_get(p);
+		if (fd < 0)
+			continue; /* (gone since the read: missing at the next reap) */
 		struct bpf_link_info info = { 0 };
 		__u32 il = sizeof(info);
-		if (bpf_obj_get_info_by_fd(fd, &info, &il) == 0 && info.type == BPF_LINK_TYPE_CGROUP &&
-		    info.cgroup.cgroup_id == 0)
-			(*defunct)++;
-		else
-			(*attached)++;
+		if (bpf_obj_get_info_by_fd(fd, &info, &il) != 0 || info.type != BPF_LINK_TYPE_CGROUP ||
+		    info.cgroup.cgroup_id != 0)
+			*attached = true;
 		close(fd);
 	}
 }
 
 static void zombie_remove(const char *dir)
 {
-	static const char *const names[] = { "bk_sock_create", "bk_connect4", "bk_connect6", "bk_sendmsg4",
-					     "bk_sendmsg6",    "bk_egress",   "bk_recvmsg4", "bk_recvmsg6" };
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(link_pins); i++) {
 		char p[700];
-		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		snprintf(p, sizeof(p), "%s/%s", dir, link_pins[i]);
 		unlink(p);
 	}
 	rmdir(dir);
@@ -671,8 +687,9 @@ int bk_filter_reap(struct bk_filter *f)
 	pthread_mutex_lock(&f->zlock);
 	for (int i = 0; i < f->nz;) {
 		struct bk_zombie *z = &f->zombies[i];
-		int att, dead, missing;
-		zombie_links(z->pin_dir, &att, &dead, &missing);
+		bool att;
+		int missing;
+		zombie_links(z->pin_dir, &att, &missing);
 		if (missing && !z->broken) {
 			/* a link went before the kernel released the cgroup, or
 			 * we cannot tell that it did not: a hole */
@@ -682,7 +699,7 @@ int bk_filter_reap(struct bk_filter *f)
 				   "(%d of %d pins missing): its sockets may have been unfiltered",
 				   z->pin_dir, missing, BK_NPROGS);
 		}
-		if (att == 0) {
+		if (!att) {
 			zombie_remove(z->pin_dir);
 			f->zombies[i] = f->zombies[--f->nz];
 			continue;
@@ -879,41 +896,81 @@ static void protos_str(uint8_t p, char *out, size_t n)
 	out[strlen(out) - 1] = '\0';
 }
 
+/* One entry of an LPM map (allow or deny), if it belongs to profile id. */
+static void rb_lpm_entry(struct rb_text *t, const void *kp, const void *vp, bool v6, bool allow, uint32_t id)
+{
+	struct bk_lpm6 key;
+	size_t kl = v6 ? sizeof(struct bk_lpm6) : sizeof(struct bk_lpm4);
+	memcpy(&key, kp, kl);
+	if (key.profile != id)
+		return;
+	struct bk_cidr c = { .family = v6 ? 6 : 4, .plen = (uint8_t)(key.prefixlen - 32) };
+	memcpy(c.addr, key.addr, v6 ? 16 : 4);
+	char cs[64];
+	bk_cidr_format(&c, cs, sizeof(cs));
+	if (allow) {
+		struct bk_ports v;
+		memcpy(&v, vp, sizeof(v));
+		if (v.n > BK_PORT_RANGES)
+			return;
+		rb_hash(t, &key, kl, &v, sizeof(v));
+		rb_put(t, "allow %s", cs);
+		for (uint32_t i = 0; i < v.n; i++) {
+			char ps[24];
+			protos_str(v.r[i].protos, ps, sizeof(ps));
+			rb_put(t, "%s %s %u-%u", i ? "," : "", ps, v.r[i].lo, v.r[i].hi);
+		}
+		rb_put(t, "\n");
+	} else {
+		struct bk_deny v;
+		memcpy(&v, vp, sizeof(v));
+		rb_hash(t, &key, kl, &v, sizeof(v));
+		rb_put(t, "deny %s %u\n", cs, v.reason);
+	}
+}
+
 /* Every entry of one LPM map (allow or deny, v4 or v6) that belongs to
- * profile id, as the kernel holds it, in the map's own order. */
+ * profile id, as the kernel holds it, in the map's own order: read in
+ * batches (BPF_MAP_LOOKUP_BATCH, LPM tries since 5.18: the kernel walks the
+ * keys as BPF_MAP_GET_NEXT_KEY does, a few syscalls instead of two per
+ * entry on every exec), or key by key where the kernel has no batch for
+ * the map. */
 static void rb_lpm(struct rb_text *t, int fd, bool v6, bool allow, uint32_t id)
 {
-	struct bk_lpm6 key, next;
+	enum { BATCH = 64 };
 	size_t kl = v6 ? sizeof(struct bk_lpm6) : sizeof(struct bk_lpm4);
+	size_t vl = allow ? sizeof(struct bk_ports) : sizeof(struct bk_deny);
+	_cleanup_free_ uint8_t *keys = malloc(BATCH * kl);
+	_cleanup_free_ uint8_t *vals = malloc(BATCH * vl);
+	if (!keys || !vals) {
+		rb_put(t, "cannot read the %s%s map: out of memory\n", allow ? "allow" : "deny", v6 ? "6" : "4");
+		return;
+	}
+	struct bk_lpm6 in, out;
 	bool first = true;
+	for (;;) {
+		__u32 n = BATCH;
+		int r = bpf_map_lookup_batch(fd, first ? NULL : &in, &out, keys, vals, &n, NULL);
+		if (r < 0 && r != -ENOENT) {
+			if (first && (r == -EINVAL || r == -ENOTSUPP || r == -EOPNOTSUPP))
+				break; /* no batch for this map: key by key, below */
+			rb_put(t, "cannot read the %s%s map: %s\n", allow ? "allow" : "deny", v6 ? "6" : "4", strerror(-r));
+			return;
+		}
+		for (__u32 i = 0; i < n; i++)
+			rb_lpm_entry(t, keys + i * kl, vals + i * vl, v6, allow, id);
+		if (r == -ENOENT)
+			return; /* the end of the map */
+		memcpy(&in, &out, kl);
+		first = false;
+	}
+	struct bk_lpm6 key, next;
+	first = true;
 	while (bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
 		first = false;
 		memcpy(&key, &next, kl);
-		if (key.profile != id)
-			continue;
-		struct bk_cidr c = { .family = v6 ? 6 : 4, .plen = (uint8_t)(key.prefixlen - 32) };
-		memcpy(c.addr, key.addr, v6 ? 16 : 4);
-		char cs[64];
-		bk_cidr_format(&c, cs, sizeof(cs));
-		if (allow) {
-			struct bk_ports v;
-			if (bpf_map_lookup_elem(fd, &key, &v) || v.n > BK_PORT_RANGES)
-				continue;
-			rb_hash(t, &key, kl, &v, sizeof(v));
-			rb_put(t, "allow %s", cs);
-			for (uint32_t i = 0; i < v.n; i++) {
-				char ps[24];
-				protos_str(v.r[i].protos, ps, sizeof(ps));
-				rb_put(t, "%s %s %u-%u", i ? "," : "", ps, v.r[i].lo, v.r[i].hi);
-			}
-			rb_put(t, "\n");
-		} else {
-			struct bk_deny v;
-			if (bpf_map_lookup_elem(fd, &key, &v))
-				continue;
-			rb_hash(t, &key, kl, &v, sizeof(v));
-			rb_put(t, "deny %s %u\n", cs, v.reason);
-		}
+		if (bpf_map_lookup_elem(fd, &key, vals) == 0)
+			rb_lpm_entry(t, &key, vals, v6, allow, id);
 	}
 }
 
