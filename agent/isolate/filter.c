@@ -629,17 +629,14 @@ int bk_filter_adopt(struct bk_filter *f, const char *pin_dir)
 	return zombie_add(f, pin_dir, false);
 }
 
-/* The names of an exec's link pins (bk_filter_attach). */
-static const char *const link_pins[BK_NPROGS] = { "bk_sock_create", "bk_connect4", "bk_connect6", "bk_sendmsg4",
-						  "bk_sendmsg6",    "bk_egress",   "bk_recvmsg4", "bk_recvmsg6" };
-
-/* What is left of a zombie's links: how many of its pins are gone, and
+/* What is left of a zombie's links (pinned under the programs' names,
+ * bk_filter_attach): how many of its pins are gone, and
  * whether a link is still attached to its cgroup. Every exec's reap looks
  * at every zombie, so this is made cheap: the pins are counted by one read
  * of the directory, and the links are opened only until one is found
  * attached (the kernel detaches all of a cgroup's links at once when it
  * releases the cgroup; the zombie stays while any is attached). */
-static void zombie_links(const char *dir, bool *attached, int *missing)
+static void zombie_links(const struct bk_filter *f, const char *dir, bool *attached, int *missing)
 {
 	*attached = false;
 	*missing = BK_NPROGS;
@@ -649,7 +646,7 @@ static void zombie_links(const char *dir, bool *attached, int *missing)
 		struct dirent *de;
 		while ((de = readdir(d)))
 			for (int i = 0; i < BK_NPROGS; i++)
-				if (!present[i] && streq(de->d_name, link_pins[i])) {
+				if (!present[i] && streq(de->d_name, f->progs[i].name)) {
 					present[i] = true;
 					(*missing)--;
 				}
@@ -659,7 +656,7 @@ static void zombie_links(const char *dir, bool *attached, int *missing)
 		if (!present[i])
 			continue;
 		char p[700];
-		snprintf(p, sizeof(p), "%s/%s", dir, link_pins[i]);
+		snprintf(p, sizeof(p), "%s/%s", dir, f->progs[i].name);
 		int fd = bpf_obj_get(p);
 		if (fd < 0)
 			continue; /* (gone since the read: missing at the next reap) */
@@ -672,11 +669,11 @@ static void zombie_links(const char *dir, bool *attached, int *missing)
 	}
 }
 
-static void zombie_remove(const char *dir)
+static void zombie_remove(const struct bk_filter *f, const char *dir)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(link_pins); i++) {
+	for (int i = 0; i < BK_NPROGS; i++) {
 		char p[700];
-		snprintf(p, sizeof(p), "%s/%s", dir, link_pins[i]);
+		snprintf(p, sizeof(p), "%s/%s", dir, f->progs[i].name);
 		unlink(p);
 	}
 	rmdir(dir);
@@ -689,7 +686,7 @@ int bk_filter_reap(struct bk_filter *f)
 		struct bk_zombie *z = &f->zombies[i];
 		bool att;
 		int missing;
-		zombie_links(z->pin_dir, &att, &missing);
+		zombie_links(f, z->pin_dir, &att, &missing);
 		if (missing && !z->broken) {
 			/* a link went before the kernel released the cgroup, or
 			 * we cannot tell that it did not: a hole */
@@ -700,7 +697,7 @@ int bk_filter_reap(struct bk_filter *f)
 				   z->pin_dir, missing, BK_NPROGS);
 		}
 		if (!att) {
-			zombie_remove(z->pin_dir);
+			zombie_remove(f, z->pin_dir);
 			f->zombies[i] = f->zombies[--f->nz];
 			continue;
 		}
