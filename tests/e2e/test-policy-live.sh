@@ -96,6 +96,27 @@ ctl inspect pl1 > "$T/inspect.json"
 check "inspect: source annotation, change by annotation ($(ij '.policy_source + " " + (.policy_change | "\(.from) \(.to) \(.by)")'))" \
 	test "$(ij '.policy_source + " " + (.policy_change | "\(.from) \(.to) \(.by)")')" = "annotation web isolated annotation"
 
+# ... and back to web in place, the file's size and mtime kept as they
+# were: only its ctime says it changed (the agent keeps what it parsed of a
+# state.json while the file is the same one, and must not take this one
+# for the same)
+n=0; same=0
+for f in /run/runc/*/state.json; do
+	jq -e --arg u "io.kubernetes.pod.uid=$uid" '.config.labels | index($u) != null' "$f" > /dev/null 2>&1 || continue
+	touch -r "$f" "$T/mtime.ref"
+	sz=$(stat -c %s "$f")
+	jq -c '.config.labels |= map(if startswith("boxkite.dev/egress-policy=") then "boxkite.dev/egress-policy=web" else . end)' \
+		"$f" > "$T/state.tmp" || continue
+	# (JSON may end in blanks: padded to the old size)
+	printf '%*s' $((sz - $(stat -c %s "$T/state.tmp"))) '' >> "$T/state.tmp"
+	cat "$T/state.tmp" > "$f" && touch -r "$T/mtime.ref" "$f" && n=$((n + 1))
+	[ "$(stat -c %s "$f")" = "$sz" ] && [ "$(stat -c %y "$f")" = "$(stat -c %y "$T/mtime.ref")" ] && same=$((same + 1))
+done
+check "the annotation says web again in its $n containers' state, $same of them with the same size and mtime" \
+	test "$n/$same" = 2/2
+bk_exec pl1 --timeout 30 -- true
+check "the next exec gets web at once ($(j .isolation.policy))" test "$(j .isolation.policy)" = web
+
 # overrides of pods that are gone are dropped: a pod's uid never comes
 # back (testing.policy_sweep_s 1: the agent looks for gone pods every
 # second instead of every minute, and drops what two looks missed)
