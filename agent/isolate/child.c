@@ -292,9 +292,20 @@ static uint64_t mono_ns(void);
  * dispositions first, then the mask: nothing of the agent's runs here. */
 static void fresh_signals(void)
 {
+	/* only the signals not at their default now (SigIgn, SigCgt of this
+	 * process's own copy of the dispositions, as the kernel shows them):
+	 * one read of the status instead of 62 sigaction calls, ~11 us against
+	 * ~59 us here; every signal when it cannot be read */
+	uint64_t set = ~0ull;
+	char buf[8192];
+	size_t len;
+	struct bk_proc_status ps;
+	if (bk_self_status(buf, sizeof(buf), &len) == 0 && bk_proc_status_parse(buf, len, &ps) == 0 &&
+	    (ps.seen & BK_PS_SIGNALS))
+		set = ps.sig_ign | ps.sig_cgt;
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
+	for (int sig = 1; sig < NSIG && sig <= 64; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP && (set >> (sig - 1) & 1))
 			sigaction(sig, &dfl, NULL); /* (glibc's own: EINVAL, harmless) */
 	sigset_t none;
 	sigemptyset(&none);

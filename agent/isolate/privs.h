@@ -10,8 +10,11 @@
  *   - no_new_privs set (execve can never gain a privilege again);
  *   - not dumpable (no other process of the same uid may ptrace or read
  *     /proc of this one until it execs);
- *   - capget: effective, permitted and inheritable empty; every bounding
- *     and ambient bit read back clear.
+ *   - all of it read back from the kernel before it returns: ids (real,
+ *     effective, saved, filesystem), no groups, all five capability sets
+ *     empty, no_new_privs set — from the thread's /proc status in one
+ *     read where a procfs of its own pid namespace is at /proc, else by
+ *     getres*id, getgroups, capget and every bounding and ambient bit.
  * Raw syscalls, not glibc's setres*id: in a clone3() child of a
  * multi-threaded process glibc would broadcast the change to threads that
  * do not exist there (and wait for them).
@@ -21,6 +24,18 @@
 #include <sys/types.h>
 
 int bk_privs_drop(uid_t uid, gid_t gid, int cap_last);
+
+/* The drop read back in one look at what the kernel shows of this thread
+ * (its status: ids, groups, all five capability sets, no_new_privs): 1 if
+ * it agrees, -EPERM if not, 0 if it cannot be read here (a helper in a
+ * mount namespace whose /proc is not of its pid namespace): then
+ * bk_privs_drop asks the kernel call by call. */
+int bk_privs_readback(uid_t uid, gid_t gid);
+
+/* This thread's /proc/thread-self/status into buf (no allocation): 0, or
+ * -errno (-EXDEV: what is at /proc is not a procfs; -EFBIG: larger than
+ * cap). */
+int bk_self_status(char *buf, size_t cap, size_t *len);
 
 struct exec_ctx;
 /* The first step of an exec (layer "container"): its sandbox user is not

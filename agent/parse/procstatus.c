@@ -72,7 +72,7 @@ static int one_int(const char *v, const char *e, int *out)
 int bk_proc_status_parse(const char *text, size_t len, struct bk_proc_status *s)
 {
 	memset(s, 0, sizeof(*s));
-	unsigned caps = 0, sc = 0;
+	unsigned caps = 0, sc = 0, sigs = 0;
 	const char *p = text, *end = text + len;
 	while (p < end) {
 		const char *e = memchr(p, '\n', (size_t)(end - p));
@@ -104,6 +104,12 @@ int bk_proc_status_parse(const char *text, size_t len, struct bk_proc_status *s)
 		} else if ((v = value_of(p, e, "Seccomp"))) {
 			bad = one_int(v, e, &s->seccomp) < 0;
 			sc |= 1;
+		} else if ((v = value_of(p, e, "SigIgn"))) {
+			bad = hex64(v, e, &s->sig_ign) < 0;
+			sigs |= 1;
+		} else if ((v = value_of(p, e, "SigCgt"))) {
+			bad = hex64(v, e, &s->sig_cgt) < 0;
+			sigs |= 2;
 		} else {
 			for (size_t i = 0; i < sizeof(capf) / sizeof(capf[0]); i++)
 				if ((v = value_of(p, e, capf[i].key))) {
@@ -120,5 +126,7 @@ int bk_proc_status_parse(const char *text, size_t len, struct bk_proc_status *s)
 		s->seen |= BK_PS_CAPS;
 	if (sc == 3)
 		s->seen |= BK_PS_SECCOMP;
-	return s->seen == BK_PS_ALL ? 0 : -ENOENT;
+	if (sigs == 3)
+		s->seen |= BK_PS_SIGNALS;
+	return (s->seen & BK_PS_ALL) == BK_PS_ALL ? 0 : -ENOENT;
 }

@@ -17,6 +17,7 @@ struct bk_proc_status {
 	int no_new_privs;        /* NoNewPrivs */
 	int seccomp;             /* Seccomp: 0 off, 1 strict, 2 filter */
 	int seccomp_filters;     /* Seccomp_filters */
+	uint64_t sig_ign, sig_cgt; /* SigIgn, SigCgt (BK_PS_SIGNALS: both seen) */
 	unsigned seen;           /* BK_PS_* of the fields found */
 };
 
@@ -26,6 +27,7 @@ struct bk_proc_status {
 #define BK_PS_CAPS (1u << 3) /* all five sets */
 #define BK_PS_NNP (1u << 4)
 #define BK_PS_SECCOMP (1u << 5) /* Seccomp and Seccomp_filters */
+#define BK_PS_SIGNALS (1u << 6) /* SigIgn and SigCgt (not in BK_PS_ALL) */
 #define BK_PS_ALL 0x3fu
 
 /* Parse the text of a status file (len bytes, need not end in NUL) into s.

@@ -11,6 +11,9 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -113,11 +116,101 @@ static void refuses_root(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* The one-read check (bk_privs_readback) sees what is left: a process that
+ * changed its ids and set no_new_privs but kept its bounding set, or
+ * kept a group, is refused; the full drop is accepted. */
+static int readback_child(void)
+{
+	if (bk_privs_readback(1000, 1000) != -EPERM) /* root, everything held */
+		return 1;
+	gid_t g = 4242;
+	if (syscall(SYS_setgroups, 1, &g) < 0 || syscall(SYS_setresgid, 1000, 1000, 1000) < 0 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return 2;
+	if (bk_privs_readback(1000, 1000) != -EPERM) /* a group left (and uid 0) */
+		return 3;
+	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresuid, 1000, 1000, 1000) < 0)
+		return 4;
+	if (prctl(PR_CAPBSET_READ, 0, 0, 0, 0) != 1)
+		return 5; /* (the bounding set is still full: the case to see) */
+	if (bk_privs_readback(1000, 1000) != -EPERM) /* the bounding set left */
+		return 6;
+	if (bk_privs_readback(1001, 1000) != -EPERM)
+		return 7;
+	return 0;
+}
+
+static void readback_sees_what_is_left(void **state)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(readback_child());
+	int st = 0;
+	waitpid(pid, &st, 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	pid = fork();
+	if (pid == 0)
+		_exit(bk_privs_drop(1000, 1000, cap_last()) == 0 && bk_privs_readback(1000, 1000) == 1 ? 0 : 1);
+	waitpid(pid, &st, 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* Where /proc is not a procfs (a tmpfs over it, with a status file that
+ * says everything is dropped), the status is not taken for the kernel's
+ * word: the drop asks the kernel call by call, and still drops everything. */
+static int noproc_child(void)
+{
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", "/proc", "tmpfs", 0, "size=64k") < 0)
+		return 1;
+	/* a status that says everything is dropped, on the tmpfs */
+	static const char fake[] = "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:\t\n"
+				   "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\n"
+				   "CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"
+				   "CapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t0\nSeccomp_filters:\t0\n";
+	if (mkdir("/proc/thread-self", 0755) < 0)
+		return 2;
+	int fd = open("/proc/thread-self/status", O_CREAT | O_WRONLY, 0644);
+	if (fd < 0 || write(fd, fake, sizeof(fake) - 1) != (ssize_t)sizeof(fake) - 1)
+		return 3;
+	close(fd);
+	char buf[1024];
+	size_t len;
+	if (bk_self_status(buf, sizeof(buf), &len) != -EXDEV)
+		return 8;
+	if (bk_privs_readback(1000, 1000) != 0)
+		return 4;
+	if (bk_privs_drop(1000, 1000, cap_last()) != 0)
+		return 5;
+	uid_t r, e, s;
+	if (syscall(SYS_getresuid, &r, &e, &s) < 0 || r != 1000 || e != 1000 || s != 1000)
+		return 6;
+	for (int cap = 0; cap <= cap_last(); cap++)
+		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 0)
+			return 7;
+	return 0;
+}
+
+static void drop_without_procfs(void **state)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(noproc_child());
+	int st = 0;
+	waitpid(pid, &st, 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(drops_everything),
 		cmocka_unit_test(refuses_root),
+		cmocka_unit_test(readback_sees_what_is_left),
+		cmocka_unit_test(drop_without_procfs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
