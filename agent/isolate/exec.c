@@ -198,7 +198,7 @@ struct run {
  * its output. */
 static void kill_all(struct exec_ctx *x, struct run *st)
 {
-	bk_exec_cg_kill(&x->cg, 0);
+	x->emptied = bk_exec_cg_kill(&x->cg, 0) == 0;
 	st->killed = true;
 	st->kill_deadline = now_ns() + 5000000000ull;
 }
@@ -461,7 +461,7 @@ static void teardown(struct exec_ctx *x)
 		x->req->spawned(x->req->spawned_ud);
 	uint64_t t = now_ns();
 	int kr = 0;
-	if (x->cg.v2[0]) {
+	if (x->cg.v2[0] && !x->emptied) {
 		kr = bk_exec_cg_kill(&x->cg, 5000);
 		if (kr < 0)
 			log_errorf("exec_cleanup", "exec %s: processes survive in %s: %s", res->exec_id, x->cg.v2,

@@ -53,6 +53,8 @@ struct exec_ctx {
 				    * master, and -1) */
 	int pty_sock;              /* spawn: where the child sends its terminal's master (-1) */
 	bool spawned_called;       /* req->spawned was called */
+	bool emptied;              /* run: its cgroups were seen empty after the command ended
+				    * (nothing enters them after that): no second kill */
 	/* a warm slot (warm.h) */
 	bool warm_prep;            /* made ahead of its request (not watched, not spawned) */
 	bool warm;                 /* this exec took a slot */
