@@ -28,6 +28,11 @@ cJSON *bk_api_features_json(const struct bk_features *f)
 
 /* ---- inspect / isolation ------------------------------------------------------------ */
 
+
+static void add_id(const char *id, void *arr)
+{
+	cJSON_AddItemToArray(arr, cJSON_CreateString(id));
+}
 static cJSON *prog_json(const struct bk_obs_prog *p)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -309,6 +314,9 @@ char *bk_api_status(struct bk_agent *a)
 	cJSON_AddNumberToObject(wo, "expired", (double)ws.expired);
 	cJSON_AddNumberToObject(wo, "gone", (double)ws.gone);
 	cJSON_AddNumberToObject(wo, "failed", (double)ws.failed);
+	/* which exec cgroups (boxkite-exec-<id>) are slots: they hold no
+	 * process until their request */
+	bk_warm_each_id(&a->engine, add_id, cJSON_AddArrayToObject(wo, "exec_ids"));
 	if (s.have_bpf) {
 		cJSON_AddNumberToObject(b, "denied_total", (double)s.denied_total);
 		cJSON_AddNumberToObject(b, "events_lost", (double)s.events_lost);

@@ -891,8 +891,7 @@ static int read_proc_masks(const struct bk_pod *pod, struct proc_masks *pm, stru
 	return r;
 }
 
-#if defined(__x86_64__)
-#define BK_SPAWN_DIRECT true
+#if BK_SPAWN_DIRECT
 /* clone3 with the child on a stack of its own (args->stack): it calls
  * fn(arg) there and ends with its return value. glibc has no clone3
  * wrapper that takes a function; this is its x86-64 core. */
@@ -988,7 +987,6 @@ static long spawn_direct(struct clone_args *args, struct child_args *ca)
 #else
 /* glibc has no clone3 that takes a function: elsewhere every exec child is
  * a copy of the agent that stays as its command's monitor */
-#define BK_SPAWN_DIRECT false
 static long spawn_direct(struct clone_args *args, struct child_args *ca)
 {
 	(void)args, (void)ca, (void)direct_entry;

@@ -34,6 +34,16 @@
  * (no malloc, no stdio, no locks), and it never returns into the agent's
  * code. */
 #pragma once
+#include <stdbool.h>
+
+/* spawn_direct: the child is born as the command, sharing the agent's
+ * memory (x86-64: glibc has no clone3 that runs a function on a new stack,
+ * child.c has one for x86-64) */
+#if defined(__x86_64__)
+#define BK_SPAWN_DIRECT true
+#else
+#define BK_SPAWN_DIRECT false
+#endif
 
 struct exec_ctx;
 /* Step "container" (the last of the agent's): clone3 the exec child and

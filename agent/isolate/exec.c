@@ -146,18 +146,25 @@ static const struct step request_steps[] = {
 	{ "container", bk_step_spawn,        .phase = BK_PH_SPAWN },
 };
 
-/* ... for a warm slot: the child, parked before the command ... */
+/* ... for a warm slot where the child is born as its command
+ * (BK_SPAWN_DIRECT): nothing more. The slot holds its cgroups, links and
+ * namespace; the request that takes it spawns into them. (A child parked
+ * ahead would be a copy of the agent: while it waited, every page the
+ * agent wrote was copied first, ~200 faults an exec, and the copy itself
+ * was made beside the requests.) Elsewhere: the child, parked before the
+ * command ... */
 static const struct step park_steps[] = {
 	{ "container", bk_step_park,         .phase = BK_PH_SPAWN },
 };
 
 /* ... and for the request that takes the slot: the session's execute
- * allowlist, its denial events, the command. */
+ * allowlist, its denial events, the command (spawned, or given to the
+ * parked child). */
 static const struct step take_steps_warm[] = {
 	{ "landlock",  bk_step_landlock,     .when = landlock_on, .phase = BK_PH_LANDLOCK,
 	  .fault = { "landlock", EPERM, "injected fault" } },
 	{ "bpf",       bk_step_bpf_take,     .when = bpf_on, .phase = BK_PH_BPF },
-	{ "container", bk_step_go,           .phase = BK_PH_SPAWN },
+	{ "container", BK_SPAWN_DIRECT ? bk_step_spawn : bk_step_go, .phase = BK_PH_SPAWN },
 };
 
 static int take_steps(struct exec_ctx *x, const struct step *table, size_t n)
@@ -547,7 +554,8 @@ static void setup_done(struct exec_ctx *x)
 }
 
 /* A request takes a warm slot: the slot's exec becomes its own (the
- * slot's cgroup, links, namespace and parked child; its receipt so far),
+ * slot's cgroups, links, namespace, and its parked child where there is
+ * one; its receipt so far),
  * timed and watched from now. */
 static void adopt(struct exec_ctx *x, struct bk_warm_slot *w, const struct bk_pod *pod,
 		  const struct bk_exec_req *req, struct bk_exec_result *res)
@@ -577,9 +585,11 @@ static int park_slot(struct bk_engine *e, struct bk_warm_slot *w)
 		memcpy(w->res.exec_id, id, sizeof(id));
 	x->warm_prep = true;
 	int r = take_steps(x, ahead_steps, ARRAY_SIZE(ahead_steps));
-	if (r == 0)
+	/* (a slot without a child keeps what the spawn needs: its cgroups'
+	 * descriptors and its namespace's) */
+	if (r == 0 && !BK_SPAWN_DIRECT)
 		r = take_steps(x, park_steps, ARRAY_SIZE(park_steps));
-	if (r == 0)
+	if (r == 0 && !BK_SPAWN_DIRECT)
 		setup_done(x);
 	return r;
 }

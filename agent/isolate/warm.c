@@ -54,11 +54,11 @@ static bool same_pod(const struct bk_pod *a, const struct bk_pod *b)
 }
 
 /* The slot's child has exited (its pod's pid namespace went, or it was
- * killed). */
+ * killed); a slot without a child: its pod's sandbox container has. */
 static bool child_gone(const struct bk_warm_slot *w)
 {
-	struct pollfd pf = { .fd = w->x.pidfd, .events = POLLIN };
-	return poll(&pf, 1, 0) != 0;
+	struct pollfd pf = { .fd = w->x.pidfd >= 0 ? w->x.pidfd : w->pod.sandbox_pidfd, .events = POLLIN };
+	return pf.fd < 0 || poll(&pf, 1, 0) != 0;
 }
 
 static void wake(struct bk_warm *wm)
@@ -166,6 +166,19 @@ bool bk_warm_has(struct bk_engine *e, const char *exec_id)
 		found = streq(w->res.exec_id, exec_id);
 	pthread_mutex_unlock(&wm->lock);
 	return found;
+}
+
+void bk_warm_each_id(struct bk_engine *e, void (*fn)(const char *exec_id, void *ud), void *ud)
+{
+	struct bk_warm *wm = e->warm;
+	if (!wm)
+		return;
+	pthread_mutex_lock(&wm->lock);
+	if (wm->making_id[0])
+		fn(wm->making_id, ud);
+	for (struct bk_warm_slot *w = wm->ready; w; w = w->next)
+		fn(w->res.exec_id, ud);
+	pthread_mutex_unlock(&wm->lock);
 }
 
 void bk_warm_stats(struct bk_engine *e, struct bk_warm_stats *st)

@@ -3,19 +3,24 @@
  *
  * A slot is an exec with every step taken that does not depend on its
  * request: its own cgroups (limits set, recorded for recovery), the BPF
- * links and the profile's policy entry, a fresh network namespace, and
- * its child inside the container with its own IPC, pid and mount
- * namespaces and /proc — parked before the command (child.c, wait_go). A
- * request of the same pod and profile takes one and gives it the command;
- * the child then takes the rest of its steps (interfaces checked, the
- * privilege drop, Landlock, seccomp, execve) and the receipt is read back
- * exactly as for an exec made on the spot. A slot serves one exec: never
- * reused, never refilled in place; its cgroup, namespaces and processes
- * are its exec's alone.
+ * links and the profile's policy entry, a fresh network namespace. A
+ * request of the same pod and profile takes one: its child is spawned
+ * into them as for an exec made on the spot (child.h: born as the
+ * command, its own IPC, pid and mount namespaces and /proc, interfaces
+ * checked, the privilege drop, Landlock, seccomp, execve), and the receipt
+ * is read back exactly as for one. Where the child cannot be born as the
+ * command (BK_SPAWN_DIRECT false: not x86-64), a slot also holds its child,
+ * a copy of the agent inside the container, parked before the command
+ * (child.c, wait_go), which the request gives the command. No child is
+ * parked where it can be avoided: a copy of the agent shares its pages
+ * copy-on-write, and while it waits every page the agent writes faults and
+ * is copied (~200 faults per exec, paced execs 1.6x slower than made on
+ * request). A slot serves one exec: never reused, never refilled in place;
+ * its cgroup, namespaces and processes are its exec's alone.
  *
  * A background thread (nice 10) makes them: after an exec of a pod, up to
  * exec.warm_slots for that pod and profile. A slot unused for
- * exec.warm_idle_s, or whose child is gone (its pod went away), is torn
+ * exec.warm_idle_s, or whose child or pod's sandbox container is gone, is torn
  * down; so are all at the agent's stop. A slot that cannot be made is
  * dropped: its request makes the exec on the spot, whose failure names the
  * layer. */
@@ -53,6 +58,10 @@ void bk_warm_want(struct bk_engine *e, const struct bk_pod *pod, const struct bk
 /* Is this exec id a slot's (waiting, or being made)? Its cgroup is named
  * boxkite-exec-<id> like every exec's; it runs nothing yet. */
 bool bk_warm_has(struct bk_engine *e, const char *exec_id);
+
+/* fn(id, ud) for each slot's exec id (waiting, or being made), under the
+ * slots' lock: fn must not call back into warm.c. */
+void bk_warm_each_id(struct bk_engine *e, void (*fn)(const char *exec_id, void *ud), void *ud);
 
 struct bk_warm_stats {
 	unsigned ready;                                   /* slots waiting now */

@@ -48,11 +48,13 @@ check_on() {
 }
 # Exec cgroups of the pod (or of every pod) left in any hierarchy.
 # A warm slot (exec.warm_slots: an exec made ahead of its request) is an
-# exec cgroup holding the agent's parked child, named boxkite-slot; every
-# other exec cgroup is a running or a left-over exec.
-is_slot_cg() { local p; for p in $(cat "$1/cgroup.procs" 2>/dev/null); do [ "$(cat /proc/$p/comm 2>/dev/null)" = boxkite-slot ] && return 0; done; return 1; }
-exec_cgroups_left() { local d; for d in $(find $CG_ROOTS -path "*/kubepods/*${1:+pod$1/}boxkite-exec-*" -type d 2>/dev/null); do is_slot_cg "$d" || echo "$d"; done; }
-slot_cgroups() { local d; for d in $(find $CG2 -path "*/kubepods/*${1:+pod$1/}boxkite-exec-*" -type d 2>/dev/null); do is_slot_cg "$d" && echo "$d"; done; }
+# exec cgroup the agent names in its status (.warm_slots.exec_ids); every
+# other exec cgroup is a running or a left-over exec (no agent answering:
+# none is a slot).
+slot_ids() { ctl status 2>/dev/null | jq -r '.warm_slots.exec_ids[]?' 2>/dev/null; }
+is_slot_id() { [ -n "$2" ] && grep -qxF "${1##*/boxkite-exec-}" <<< "$2"; } # DIR IDS
+exec_cgroups_left() { local d ids; ids=$(slot_ids); for d in $(find $CG_ROOTS -path "*/kubepods/*${1:+pod$1/}boxkite-exec-*" -type d 2>/dev/null); do is_slot_id "$d" "$ids" || echo "$d"; done; }
+slot_cgroups() { local d ids; ids=$(slot_ids); for d in $(find $CG2 -path "*/kubepods/*${1:+pod$1/}boxkite-exec-*" -type d 2>/dev/null); do is_slot_id "$d" "$ids" && echo "$d"; done; }
 # the v2 cgroup of a running exec of pod $1 (one with a process that is
 # neither the agent's nor a parked slot's), empty if none yet
 live_exec_cg() { local d p c; for d in "$CG2"/kubepods/*/pod"$1"/boxkite-exec-* "$CG2"/kubepods/pod"$1"/boxkite-exec-*; do

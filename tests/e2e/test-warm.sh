@@ -3,7 +3,8 @@
 # (exec.warm_slots 2; the default is 0). What the test holds them to, read
 # from the kernel: a slot is made after a pod's exec, carries every layer
 # before its request (its own cgroups, every BPF program, a fresh
-# network namespace, a parked child); the request that takes it gets a
+# network namespace, no process: the request's child is born into them);
+# the request that takes it gets a
 # complete receipt read back as for an exec made on request; a slot serves
 # one exec, never two (cgroup, namespace, IPC and pid namespace all new);
 # it goes when unused (exec.warm_idle_s), when its pod goes, when the agent
@@ -30,16 +31,23 @@ ctl status > "$T/st.json"
 check "status counts them (warm_slots.ready 2, per_pod 2)" \
 	jq -e '.warm_slots.ready == 2 and .warm_slots.per_pod == 2 and .warm_slots.made >= 2' "$T/st.json"
 # each slot, before any request: its own cgroups with the caps, every
-# programs, a parked child in a fresh network namespace with lo alone
-held=1; lone=1; caps=1
+# program, no process (no copy of the agent parked in it); and the fresh
+# network namespaces the agent holds (its pool's and its slots') have lo
+# alone
+held=1; empty=1; n=0
 for cg in $(slot_cgroups "$PUID"); do
+	n=$((n + 1))
 	[ "$(bpftool cgroup show "$cg" | grep -c ' bk_')" = "$NPROGS" ] || held=0
-	p=$(for q in $(cat "$cg/cgroup.procs"); do [ "$(cat /proc/$q/comm)" = boxkite-slot ] && echo "$q"; done | head -1)
-	[ "$(nsenter -t "$p" -n ip -o link show | awk -F': ' '{print $2}' | xargs)" = lo ] || lone=0
-	[ "$(readlink /proc/$p/ns/net)" != "$(readlink /proc/1/ns/net)" ] || lone=0
+	[ -z "$(cat "$cg/cgroup.procs")" ] || empty=0
 done
-check "every slot's cgroup carries the $NPROGS programs before its request" test "$held" = 1
-check "every slot's child is parked in a network namespace with lo alone" test "$lone" = 1
+hostnet=$(readlink /proc/"$AGENT_PID"/ns/net) # (its own)
+nets=$(for f in /proc/"$AGENT_PID"/fd/*; do l=$(readlink "$f"); case $l in net:*) [ "$l" != "$hostnet" ] && echo "$f" ;; esac; done)
+lone=1
+for f in $nets; do [ "$(nsenter --net="$f" ip -o link show | awk -F': ' '{print $2}' | xargs)" = lo ] || lone=0; done
+held_nets=$(for f in $nets; do readlink "$f"; done | tr -dc '0-9\n')
+check "every slot's cgroup ($n) carries the $NPROGS programs before its request, and no process" test "$held$empty$n" = 112
+check "the agent holds $(wc -w <<< "$nets") fresh network namespaces (at least the 2 slots'), each with lo alone" \
+	test "$lone" = 1 -a "$(wc -w <<< "$nets")" -ge 2
 before=$(slot_cgroups "$PUID" | xargs)
 
 # the next execs take them: complete receipts, each exec its own
@@ -55,6 +63,8 @@ sed 's/^/# exec: /' "$T/ids"
 check "an exec after them took a slot made ahead (isolation.made: ahead)" test "$(J .isolation.made)" = ahead
 check "  ... one of the slots that were there before its request" \
 	grep -qw "$(basename "$(J .isolation.cgroup)")" <<< "$(for c in $before; do basename "$c"; done)"
+check "  ... the network namespace it ran in was held by the agent before its request" \
+	grep -qxF "$(J .isolation.netns_inode)" <<< "$held_nets"
 check "  ... its receipt: fresh netns with lo alone, $NPROGS programs held to the end, caps read back" \
 	jq -e --argjson np "$NPROGS" '.isolation.netns == "fresh" and .isolation.interfaces == ["lo"] and (.isolation.bpf | length) == $np
 		and .isolation.bpf_held_to_end and .isolation.pids_max == 256 and .isolation.seccomp.mode == 2
@@ -81,7 +91,6 @@ wait_slots 2
 kill -9 "$runc_pid"
 check "the pod's sandbox container killed: its slots are torn down within 2 s (no exec cgroup of the pod left)" \
 	gone_within $((2 * TIME_SCALE)) find $CG_ROOTS -path "*/pod$PUID/boxkite-exec-*" -type d
-check "  ... no parked child left" test -z "$(pgrep -x boxkite-slot)"
 ctl status > "$T/st.json"
 jq -c '"# " + (.warm_slots | tostring)' "$T/st.json"
 check "  ... counted as gone" jq -e '.warm_slots.gone >= 2 and .warm_slots.ready == 0' "$T/st.json"
@@ -100,8 +109,8 @@ check "  ... and gone after 2 s unused" test -z "$(slot_cgroups "$P2")"
 bk_exec w2 -- true
 for _ in $(seq 1 40); do [ "$(slot_cgroups "$P2" | wc -l)" -ge 2 ] && break; sleep 0.05; done
 bk_stop_agent
-check "the agent's stop tears its slots down (no cgroup, no parked child, no record)" \
-	test -z "$(slot_cgroups "$P2")$(pgrep -x boxkite-slot)$(ls "$T/state/execs" 2>/dev/null)"
+check "the agent's stop tears its slots down (no exec cgroup of the pod, no record)" \
+	test -z "$(find $CG_ROOTS -path "*/pod$P2/boxkite-exec-*" -type d)$(ls "$T/state/execs" 2>/dev/null)"
 
 # a killed agent leaves slots; the next one sweeps them
 bk_start_agent "$WARM" || exit 1
@@ -112,7 +121,7 @@ kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 rm -f "$T/admin.sock" "$SOCK"
 bk_start_agent "$WARM" || exit 1
 check "a killed agent's slots are swept by the next one at its start" \
-	gone_within $((3 * TIME_SCALE)) sh -c "pgrep -x boxkite-slot; find $CG_ROOTS -path '*/pod$P2/boxkite-exec-*' -type d"
+	gone_within $((3 * TIME_SCALE)) find $CG_ROOTS -path "*/pod$P2/boxkite-exec-*" -type d
 
 # a pod deleted while its slots wait: no delay, nothing left (a slot's
 # monitor not reaped would hold the pod's init in its exit)
