@@ -17,7 +17,7 @@ void bk_config_defaults(struct bk_config *c)
 	strcpy(c->sandbox_container, "sandbox");
 	strcpy(c->shim_container, "shim");
 	c->pids_max = 256;
-	c->warm_slots = 0; /* made on request is faster where the child is born as the command (child.c) */
+	c->warm_slots = 0; /* opt-in: slots hold a namespace and cgroups per pod and profile while they wait */
 	c->warm_idle_s = 30;
 	c->policy_sweep_s = 60;
 	c->memory_max = 512ull << 20;
