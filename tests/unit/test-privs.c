@@ -140,21 +140,27 @@ static int readback_child(void)
 	return 0;
 }
 
-static void readback_sees_what_is_left(void **state)
+static int dropped_child(void)
+{
+	return bk_privs_drop(1000, 1000, cap_last()) == 0 && bk_privs_readback(1000, 1000) == 1 ? 0 : 1;
+}
+
+/* fn in a forked child, which must exit 0 (else the step it failed at) */
+static void in_child(int (*fn)(void))
 {
 	pid_t pid = fork();
 	if (pid == 0)
-		_exit(readback_child());
+		_exit(fn());
 	int st = 0;
 	waitpid(pid, &st, 0);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
-	pid = fork();
-	if (pid == 0)
-		_exit(bk_privs_drop(1000, 1000, cap_last()) == 0 && bk_privs_readback(1000, 1000) == 1 ? 0 : 1);
-	waitpid(pid, &st, 0);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void readback_sees_what_is_left(void **state)
+{
+	in_child(readback_child);
+	in_child(dropped_child);
 }
 
 /* Where /proc is not a procfs (a tmpfs over it, with a status file that
@@ -193,16 +199,7 @@ static int noproc_child(void)
 	return 0;
 }
 
-static void drop_without_procfs(void **state)
-{
-	pid_t pid = fork();
-	if (pid == 0)
-		_exit(noproc_child());
-	int st = 0;
-	waitpid(pid, &st, 0);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-}
+static void drop_without_procfs(void **state) { in_child(noproc_child); }
 
 int main(void)
 {
