@@ -309,8 +309,12 @@ static void rfc3339(uint64_t unix_ns, char *out, size_t n)
  * detached Ed25519 signature (base64) and the node key's id. NULL if the
  * signature cannot be made (logged). */
 static cJSON *receipt_json(const struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
-			   const struct bk_exec_result *r, const cJSON *iso)
+			   const struct bk_exec_result *r, const char *iso)
 {
+	if (!iso) {
+		log_error("receipt_unsigned", LS("exec_id", r->exec_id), LS("error", "out of memory"));
+		return cJSON_CreateNull();
+	}
 	char cmd_h[65], cwd_h[65], t0[48], t1[48];
 	sha256_hex(ea->command, cmd_h);
 	sha256_hex(ea->cwd ? ea->cwd : "/workspace", cwd_h);
@@ -333,7 +337,7 @@ static cJSON *receipt_json(const struct bk_agent *a, const struct bk_pod *pod, c
 	cJSON_AddBoolToObject(d, "timed_out", r->timed_out);
 	cJSON_AddNumberToObject(d, "denied_total", (double)r->denied_total);
 	cJSON_AddStringToObject(d, "policy_digest", r->policy_digest);
-	cJSON_AddItemToObject(d, "isolation", cJSON_Duplicate(iso, true));
+	cJSON_AddItemToObject(d, "isolation", cJSON_CreateRaw(iso));
 	cJSON_AddItemToObject(d, "denied", denied_json(r));
 	cJSON_AddStringToObject(d, "agent_version", BK_VERSION);
 	cJSON_AddStringToObject(d, "kernel", a->engine.features.kernel);
@@ -532,11 +536,15 @@ static void add_result(struct bk_agent *a, const struct bk_pod *pod, const struc
 	cJSON_AddBoolToObject(b, "truncated", res->truncated);
 	cJSON_AddNumberToObject(b, "duration_ms", res->duration_ms);
 	cJSON_AddStringToObject(b, "exec_id", res->exec_id);
+	/* rendered once: these bytes in the answer and in the signed document */
 	cJSON *iso = isolation_json(a, res);
-	cJSON_AddItemToObject(b, "isolation", iso);
+	char *iso_txt = cJSON_PrintUnformatted(iso);
+	cJSON_Delete(iso);
+	cJSON_AddItemToObject(b, "isolation", iso_txt ? cJSON_CreateRaw(iso_txt) : cJSON_CreateNull());
 	cJSON_AddItemToObject(b, "denied", denied_json(res));
 	cJSON_AddNumberToObject(b, "denied_total", (double)res->denied_total);
-	cJSON_AddItemToObject(b, "receipt", receipt_json(a, pod, ea, res, iso));
+	cJSON_AddItemToObject(b, "receipt", receipt_json(a, pod, ea, res, iso_txt));
+	free(iso_txt);
 }
 
 char *bk_api_exit_answer(struct bk_agent *a, const struct bk_pod *pod, const struct bk_exec_args *ea,
