@@ -587,10 +587,11 @@ static int park_slot(struct bk_engine *e, struct bk_warm_slot *w)
 	int r = take_steps(x, ahead_steps, ARRAY_SIZE(ahead_steps));
 	/* (a slot without a child keeps what the spawn needs: its cgroups'
 	 * descriptors and its namespace's) */
-	if (r == 0 && !BK_SPAWN_DIRECT)
+	if (r == 0 && !BK_SPAWN_DIRECT) {
 		r = take_steps(x, park_steps, ARRAY_SIZE(park_steps));
-	if (r == 0 && !BK_SPAWN_DIRECT)
-		setup_done(x);
+		if (r == 0)
+			setup_done(x);
+	}
 	return r;
 }
 

@@ -72,7 +72,7 @@ static int one_int(const char *v, const char *e, int *out)
 int bk_proc_status_parse(const char *text, size_t len, struct bk_proc_status *s)
 {
 	memset(s, 0, sizeof(*s));
-	unsigned caps = 0, sc = 0, sigs = 0;
+	unsigned hexseen = 0, sc = 0;
 	const char *p = text, *end = text + len;
 	while (p < end) {
 		const char *e = memchr(p, '\n', (size_t)(end - p));
@@ -80,9 +80,11 @@ int bk_proc_status_parse(const char *text, size_t len, struct bk_proc_status *s)
 			e = end;
 		const char *v;
 		int total, bad = 0;
-		struct { const char *key; uint64_t *dst; } capf[] = {
+		/* the hexadecimal fields: bits 0-4 the capability sets, 5-6 the signals */
+		struct { const char *key; uint64_t *dst; } hexf[] = {
 			{ "CapInh", &s->cap_inh }, { "CapPrm", &s->cap_prm }, { "CapEff", &s->cap_eff },
 			{ "CapBnd", &s->cap_bnd }, { "CapAmb", &s->cap_amb },
+			{ "SigIgn", &s->sig_ign }, { "SigCgt", &s->sig_cgt },
 		};
 		if ((v = value_of(p, e, "Uid"))) {
 			bad = decimals(v, e, s->uid, 4, &total) != 4 || total != 4;
@@ -104,17 +106,11 @@ int bk_proc_status_parse(const char *text, size_t len, struct bk_proc_status *s)
 		} else if ((v = value_of(p, e, "Seccomp"))) {
 			bad = one_int(v, e, &s->seccomp) < 0;
 			sc |= 1;
-		} else if ((v = value_of(p, e, "SigIgn"))) {
-			bad = hex64(v, e, &s->sig_ign) < 0;
-			sigs |= 1;
-		} else if ((v = value_of(p, e, "SigCgt"))) {
-			bad = hex64(v, e, &s->sig_cgt) < 0;
-			sigs |= 2;
 		} else {
-			for (size_t i = 0; i < sizeof(capf) / sizeof(capf[0]); i++)
-				if ((v = value_of(p, e, capf[i].key))) {
-					bad = hex64(v, e, capf[i].dst) < 0;
-					caps |= 1u << i;
+			for (size_t i = 0; i < sizeof(hexf) / sizeof(hexf[0]); i++)
+				if ((v = value_of(p, e, hexf[i].key))) {
+					bad = hex64(v, e, hexf[i].dst) < 0;
+					hexseen |= 1u << i;
 					break;
 				}
 		}
@@ -122,11 +118,11 @@ int bk_proc_status_parse(const char *text, size_t len, struct bk_proc_status *s)
 			return -EINVAL;
 		p = e + 1;
 	}
-	if (caps == 0x1f)
+	if ((hexseen & 0x1f) == 0x1f)
 		s->seen |= BK_PS_CAPS;
 	if (sc == 3)
 		s->seen |= BK_PS_SECCOMP;
-	if (sigs == 3)
+	if ((hexseen & 0x60) == 0x60)
 		s->seen |= BK_PS_SIGNALS;
 	return (s->seen & BK_PS_ALL) == BK_PS_ALL ? 0 : -ENOENT;
 }
