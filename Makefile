@@ -22,6 +22,11 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # boxkitectl loads OpenSSL when it first needs it (agent/ctl/ossl.c)
 CTL_LIBS   = $(shell pkg-config --libs $(filter-out openssl,$(PKGS)) 2>/dev/null) -ldl -lpthread
+# The agent and the shim link Debian's libmicrohttpd.a with its GnuTLS
+# backend left out (lib/mhd/notls.c says why): no GnuTLS, p11-kit, nettle,
+# gmp... in either process
+MHD_NOTLS  = $(BUILD)/obj/lib/mhd/notls.o $(shell pkg-config --variable=libdir libmicrohttpd 2>/dev/null)/libmicrohttpd.a \
+             $(shell pkg-config --libs $(filter-out libmicrohttpd,$(PKGS)) 2>/dev/null)
 
 WARN      := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter -Wno-format-truncation -Wno-format-nonliteral
 CFLAGS    ?= -O2 -g
@@ -96,12 +101,12 @@ $(BUILD)/libbkcommon.a: $(LIB_OBJS)
 $(BUILD)/libbkagent.a: $(AGENT_OBJS)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/boxkite-agent: $(BUILD)/obj/agent/main.o $(BUILD)/libbkagent.a $(BUILD)/libbkcommon.a
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lpthread
+$(BUILD)/boxkite-agent: $(BUILD)/obj/agent/main.o $(BUILD)/libbkagent.a $(BUILD)/libbkcommon.a $(BUILD)/obj/lib/mhd/notls.o
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out %/notls.o,$^) $(MHD_NOTLS) -lpthread
 $(BUILD)/boxkitectl: $(CTL_OBJS) $(BUILD)/libbkcommon.a
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CTL_LIBS)
-$(BUILD)/boxkite-shim: $(SHIM_OBJS) $(BUILD)/libbkcommon.a
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lpthread
+$(BUILD)/boxkite-shim: $(SHIM_OBJS) $(BUILD)/libbkcommon.a $(BUILD)/obj/lib/mhd/notls.o
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out %/notls.o,$^) $(MHD_NOTLS) -lpthread
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbkagent.a $(BUILD)/libbkcommon.a
 	@mkdir -p $(@D)

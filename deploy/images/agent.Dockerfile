@@ -25,7 +25,7 @@ FROM ${RUNTIME_IMAGE}
 # agent binary (bpftool skeleton); no compiler or headers at run time.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libbpf1 libelf1 zlib1g libmnl0 libmicrohttpd12 libcjson1 libssl3 \
+      libbpf1 libelf1 zlib1g libmnl0 libcjson1 libssl3 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/boxkite-agent /src/build/boxkitectl /usr/local/bin/
 # Runs as root: the DaemonSet runs it privileged (see deploy/daemonset.yaml).
