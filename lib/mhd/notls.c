@@ -17,7 +17,8 @@
  *     stderr and aborts the process, so TLS asked of MHD by mistake can
  *     never run without encryption.
  * A libmicrohttpd that refers to a GnuTLS symbol not listed here fails the
- * link, by name. tests/run-layout.sh checks that no binary loads GnuTLS. */
+ * link, by name. tests/shim/run.sh checks that the running shim maps none
+ * of those libraries. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
