@@ -10,6 +10,15 @@ bk_sandbox_create ob1 || { not_ok "sandbox created"; exit 1; }
 MPORT=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$T/agent.log" | head -1 | sed 's/.*:\([0-9]*\)\/metrics/\1/')
 check "metrics endpoint announced" test -n "$MPORT"
 check "self-test passed at start" grep -q '"event":"selftest".*passed' "$T/agent.log"
+# the agent links libmicrohttpd without its GnuTLS backend (lib/mhd/notls.c):
+# the privileged process maps none of GnuTLS's libraries (p11-kit among them,
+# which loads the PKCS#11 modules its configuration names); libcrypto, which
+# it does load, shows the maps were read
+agent_maps_no_gnutls() {
+	grep -q libcrypto "/proc/$AGENT_PID/maps" &&
+		! grep -qE '/lib(gnutls|p11-kit|nettle|hogweed|gmp|tasn1|idn2|unistring)[^/]*\.so' "/proc/$AGENT_PID/maps"
+}
+check "the agent maps no GnuTLS, p11-kit, nettle, gmp... (libmicrohttpd linked without TLS)" agent_maps_no_gnutls
 
 # --- inspect / status while an exec runs -----------------------------------------
 # (long enough on a slow machine for the checks below; ended by hanging up)
