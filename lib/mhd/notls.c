@@ -17,10 +17,9 @@
  *     stderr and aborts the process, so TLS asked of MHD by mistake can
  *     never run without encryption.
  * A libmicrohttpd that refers to a GnuTLS symbol not listed here fails the
- * link, by name. tests/shim/run.sh checks that the running shim maps none
- * of those libraries. */
+ * link, by name. tests/shim/run.sh (the shim) and tests/e2e/test-observe.sh
+ * (the agent) check that the running process maps none of those libraries. */
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 

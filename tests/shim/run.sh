@@ -147,7 +147,7 @@ sleep 0.3
 read -r RSS_KB ANON_KB FILE_KB < <(awk '/^VmRSS:/ {r=$2} /^RssAnon:/ {a=$2} /^RssFile:/ {f=$2} END {print r, a, f}' "/proc/$MAIN_PID/status")
 PSS_KB=$(awk '/^Pss:/ {print $2}' "/proc/$MAIN_PID/smaps_rollup" 2>/dev/null)
 note "idle memory of boxkite-shim (TLS mode)$([ $SANITIZED = 1 ] && echo ', sanitizer build'): VmRSS ${RSS_KB} KiB = ${ANON_KB} KiB private + ${FILE_KB} KiB shared library pages; PSS ${PSS_KB:-?} KiB"
-tlslibs=$(grep -oE '/lib[a-z0-9_-]*(gnutls|p11-kit|nettle|hogweed|gmp|tasn1|idn2|unistring)[^ ]*\.so[^ ]*' "/proc/$MAIN_PID/maps" | sort -u | tr '\n' ' ')
+tlslibs=$(grep -oE '/lib(gnutls|p11-kit|nettle|hogweed|gmp|tasn1|idn2|unistring)[^/ ]*\.so[^ ]*' "/proc/$MAIN_PID/maps" | sort -u | tr '\n' ' ')
 if [ -z "$tlslibs" ] && grep -q 'libcrypto' "/proc/$MAIN_PID/maps"; then ok "no GnuTLS, p11-kit, nettle, gmp... mapped (libmicrohttpd linked without TLS)"
 else notok "no GnuTLS, p11-kit... mapped" "mapped: ${tlslibs:-nothing of OpenSSL either, so the read is wrong}"; fi
 if [ "$SANITIZED" = 0 ]; then
