@@ -426,14 +426,13 @@ static void run_command(struct exec_ctx *x)
 	uint64_t t_receipt = now_ns();
 	/* did the BPF layer hold until the end? (read back again): every
 	 * program still on the exec cgroup, and no socket of an ended exec
-	 * lost its programs meanwhile (a hole, bk_filter_reap: such a socket
+	 * lost its programs meanwhile (a hole, bk_filter_check: such a socket
 	 * could have been used from here unfiltered) */
-	if (x->e->filter)
-		bk_filter_reap(x->e->filter);
 	if (x->e->filter) {
+		uint64_t holes = bk_filter_check(x->e->filter);
 		_cleanup_close_ int cgfd = open(x->cg.v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		res->bpf_held = cgfd >= 0 && bk_filter_attached(x->e->filter, cgfd) == BK_NPROGS &&
-				bk_filter_holes(x->e->filter) == x->holes0;
+				holes == x->holes0;
 	} else {
 		res->bpf_held = true;
 	}
@@ -496,9 +495,9 @@ static void teardown(struct exec_ctx *x)
 	 * stale; the pins go when the kernel releases the cgroup (filter.c) */
 	if (e->filter)
 		bk_filter_retire(e->filter, &x->att);
+	/* (its pins go when the kernel has released the cgroup: the event
+	 * thread reaps them, off the request's path) */
 	int dr = bk_exec_cg_destroy(&x->cg);
-	if (e->filter)
-		bk_filter_reap(e->filter);
 	if (dr < 0)
 		log_errorf("exec_cleanup", "exec %s: cannot remove its cgroups (left for the next agent start): %s",
 			   res->exec_id, strerror(-dr));

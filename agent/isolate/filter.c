@@ -29,6 +29,10 @@
 struct bk_zombie {
 	char pin_dir[512];
 	bool broken; /* a hole was counted for it */
+	/* the reaper's next look (CLOCK_MONOTONIC ms; 0: at once) and the
+	 * wait after it, doubled each time its links are still attached */
+	uint64_t next_ms;
+	uint32_t wait_ms;
 };
 
 struct bk_filter {
@@ -599,6 +603,8 @@ static int zombie_add(struct bk_filter *f, const char *pin_dir, bool partial)
 	struct bk_zombie *z = &f->zombies[f->nz++];
 	snprintf(z->pin_dir, sizeof(z->pin_dir), "%s", pin_dir);
 	z->broken = partial;
+	z->next_ms = 0;
+	z->wait_ms = 0;
 	pthread_mutex_unlock(&f->zlock);
 	return 0;
 }
@@ -630,13 +636,14 @@ int bk_filter_adopt(struct bk_filter *f, const char *pin_dir)
 }
 
 /* What is left of a zombie's links (pinned under the programs' names,
- * bk_filter_attach): how many of its pins are gone, and
- * whether a link is still attached to its cgroup. Every exec's reap looks
- * at every zombie, so this is made cheap: the pins are counted by one read
- * of the directory, and the links are opened only until one is found
- * attached (the kernel detaches all of a cgroup's links at once when it
- * releases the cgroup; the zombie stays while any is attached). */
-static void zombie_links(const struct bk_filter *f, const char *dir, bool *attached, int *missing)
+ * bk_filter_attach): how many of its pins are gone, and (links: the
+ * reaper's question, not the receipt's) whether a link is still attached
+ * to its cgroup. Every exec's receipt counts every zombie's pins, so this
+ * is made cheap: the pins are counted by one read of the directory, and
+ * the links are opened only until one is found attached (the kernel
+ * detaches all of a cgroup's links at once when it releases the cgroup;
+ * the zombie stays while any is attached). */
+static void zombie_links(const struct bk_filter *f, const char *dir, bool links, bool *attached, int *missing)
 {
 	*attached = false;
 	*missing = BK_NPROGS;
@@ -652,7 +659,7 @@ static void zombie_links(const struct bk_filter *f, const char *dir, bool *attac
 				}
 		closedir(d);
 	}
-	for (int i = 0; i < BK_NPROGS && !*attached; i++) {
+	for (int i = 0; links && i < BK_NPROGS && !*attached; i++) {
 		if (!present[i])
 			continue;
 		char p[700];
@@ -679,33 +686,74 @@ static void zombie_remove(const struct bk_filter *f, const char *dir)
 	rmdir(dir);
 }
 
+/* A zombie with pins missing is a hole, counted once (f->zlock held). */
+static void count_hole(struct bk_filter *f, struct bk_zombie *z, int missing)
+{
+	if (!missing || z->broken)
+		return;
+	/* a link went before the kernel released the cgroup, or we cannot
+	 * tell that it did not: a hole */
+	z->broken = true;
+	f->holes++;
+	log_errorf("bpf_hole", "the links of ended exec %s went before the kernel released its cgroup "
+		   "(%d of %d pins missing): its sockets may have been unfiltered",
+		   z->pin_dir, missing, BK_NPROGS);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A zombie is looked at again after BK_REAP_MS, then after twice as long
+ * each time its links are still attached, up to BK_REAP_MAX_MS: the
+ * kernel releases most cgroups within milliseconds, and a zombie kept by a
+ * socket that lives on costs the reaper little. */
+#define BK_REAP_MS 10
+#define BK_REAP_MAX_MS 1000
+
 int bk_filter_reap(struct bk_filter *f)
 {
+	uint64_t now = mono_ms();
 	pthread_mutex_lock(&f->zlock);
 	for (int i = 0; i < f->nz;) {
 		struct bk_zombie *z = &f->zombies[i];
+		if (z->next_ms > now) {
+			i++;
+			continue;
+		}
 		bool att;
 		int missing;
-		zombie_links(f, z->pin_dir, &att, &missing);
-		if (missing && !z->broken) {
-			/* a link went before the kernel released the cgroup, or
-			 * we cannot tell that it did not: a hole */
-			z->broken = true;
-			f->holes++;
-			log_errorf("bpf_hole", "the links of ended exec %s went before the kernel released its cgroup "
-				   "(%d of %d pins missing): its sockets may have been unfiltered",
-				   z->pin_dir, missing, BK_NPROGS);
-		}
+		zombie_links(f, z->pin_dir, true, &att, &missing);
+		count_hole(f, z, missing);
 		if (!att) {
 			zombie_remove(f, z->pin_dir);
 			f->zombies[i] = f->zombies[--f->nz];
 			continue;
 		}
+		z->wait_ms = !z->wait_ms ? BK_REAP_MS : 2 * z->wait_ms < BK_REAP_MAX_MS ? 2 * z->wait_ms : BK_REAP_MAX_MS;
+		z->next_ms = now + z->wait_ms;
 		i++;
 	}
 	int n = f->nz;
 	pthread_mutex_unlock(&f->zlock);
 	return n;
+}
+
+uint64_t bk_filter_check(struct bk_filter *f)
+{
+	pthread_mutex_lock(&f->zlock);
+	for (int i = 0; i < f->nz; i++) {
+		bool att;
+		int missing;
+		zombie_links(f, f->zombies[i].pin_dir, false, &att, &missing);
+		count_hole(f, &f->zombies[i], missing);
+	}
+	uint64_t h = f->holes;
+	pthread_mutex_unlock(&f->zlock);
+	return h;
 }
 
 uint64_t bk_filter_holes(struct bk_filter *f)
@@ -1307,15 +1355,26 @@ static void file_event(struct bk_engine *e, const struct bk_event *ev, const cha
 			 LS("comm", d.comm), LS("name", d.name[0] ? d.name : NULL));
 }
 
-/* Also the reaper of retired execs: their pins go soon after the kernel
- * released their cgroups (every ~0.3 s; nothing to do costs a lock). */
+/* Also the reaper of retired execs, off the execs' path: their pins go
+ * soon after the kernel released their cgroups. While some are kept it
+ * runs every BK_REAP_MS (each zombie at its own pace, bk_filter_reap; an
+ * exec's receipt counts the pins of every one kept, bk_filter_check: the
+ * fewer kept, the cheaper); with none it waits on the ring buffer alone,
+ * and an idle agent costs one lock per 100 ms. */
 static void *events_main(void *arg)
 {
 	struct bk_engine *e = arg;
-	for (unsigned n = 0; !e->stop; n++) {
-		bk_filter_events_poll(e->filter, 100, on_event, e);
-		if (n % 3 == 2)
-			bk_filter_reap(e->filter);
+	int kept = 0;
+	uint64_t last = 0;
+	while (!e->stop) {
+		bk_filter_events_poll(e->filter, kept ? BK_REAP_MS : 100, on_event, e);
+		uint64_t now = mono_ms();
+		/* (events wake the poll early: a storm of denials does not
+		 * make the reaper run more often) */
+		if (now - last >= BK_REAP_MS) {
+			kept = bk_filter_reap(e->filter);
+			last = now;
+		}
 	}
 	return NULL;
 }

@@ -98,6 +98,10 @@ int bk_filter_reap(struct bk_filter *f);
 /* Holes so far: retired execs whose links went while their cgroup (and so
  * possibly a socket of theirs) was alive. */
 uint64_t bk_filter_holes(struct bk_filter *f);
+/* An exec's receipt: the pins of every retired exec still kept are
+ * counted now (a hole for any missing, as bk_filter_reap does), nothing is
+ * unpinned (the reaper's, off the exec's path). Returns bk_filter_holes. */
+uint64_t bk_filter_check(struct bk_filter *f);
 const struct bk_prog_desc *bk_filter_progs(const struct bk_filter *f);
 /* The hook of program i (the order of bk_filter_progs). */
 enum bpf_attach_type bk_filter_attach_type(const struct bk_filter *f, int i);
