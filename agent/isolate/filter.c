@@ -41,6 +41,7 @@ struct bk_filter {
 	struct bk_zombie *zombies;
 	int nz, zcap;
 	uint64_t holes;
+	uint64_t reap_due; /* the soonest next_ms of the zombies kept by the last reap */
 	char bpffs[256];
 	char keepalive[512];
 	struct bpf_link *keep_links[BK_NPROGS];
@@ -713,14 +714,17 @@ static uint64_t mono_ms(void)
  * socket that lives on costs the reaper little. */
 #define BK_REAP_MS 10
 #define BK_REAP_MAX_MS 1000
+#define MIN_U64(a, b) ((a) < (b) ? (a) : (b))
 
 int bk_filter_reap(struct bk_filter *f)
 {
 	uint64_t now = mono_ms();
 	pthread_mutex_lock(&f->zlock);
+	uint64_t due = UINT64_MAX;
 	for (int i = 0; i < f->nz;) {
 		struct bk_zombie *z = &f->zombies[i];
 		if (z->next_ms > now) {
+			due = MIN_U64(due, z->next_ms);
 			i++;
 			continue;
 		}
@@ -735,8 +739,10 @@ int bk_filter_reap(struct bk_filter *f)
 		}
 		z->wait_ms = !z->wait_ms ? BK_REAP_MS : 2 * z->wait_ms < BK_REAP_MAX_MS ? 2 * z->wait_ms : BK_REAP_MAX_MS;
 		z->next_ms = now + z->wait_ms;
+		due = MIN_U64(due, z->next_ms);
 		i++;
 	}
+	f->reap_due = due;
 	int n = f->nz;
 	pthread_mutex_unlock(&f->zlock);
 	return n;
@@ -1356,24 +1362,27 @@ static void file_event(struct bk_engine *e, const struct bk_event *ev, const cha
 }
 
 /* Also the reaper of retired execs, off the execs' path: their pins go
- * soon after the kernel released their cgroups. While some are kept it
- * runs every BK_REAP_MS (each zombie at its own pace, bk_filter_reap; an
- * exec's receipt counts the pins of every one kept, bk_filter_check: the
- * fewer kept, the cheaper); with none it waits on the ring buffer alone,
- * and an idle agent costs one lock per 100 ms. */
+ * soon after the kernel released their cgroups. It runs when the soonest
+ * kept zombie is due (each at its own pace, bk_filter_reap), at least
+ * every 100 ms (a zombie retired meanwhile is first looked at then) and
+ * at most every BK_REAP_MS; an exec's receipt counts the pins of every one
+ * kept (bk_filter_check: the fewer kept, the cheaper). An idle agent costs
+ * one lock per 100 ms. */
 static void *events_main(void *arg)
 {
 	struct bk_engine *e = arg;
-	int kept = 0;
 	uint64_t last = 0;
+	int wait = 100;
 	while (!e->stop) {
-		bk_filter_events_poll(e->filter, kept ? BK_REAP_MS : 100, on_event, e);
+		bk_filter_events_poll(e->filter, wait, on_event, e);
 		uint64_t now = mono_ms();
 		/* (events wake the poll early: a storm of denials does not
 		 * make the reaper run more often) */
 		if (now - last >= BK_REAP_MS) {
-			kept = bk_filter_reap(e->filter);
+			int kept = bk_filter_reap(e->filter);
 			last = now;
+			uint64_t due = e->filter->reap_due;
+			wait = !kept || due >= now + 100 ? 100 : due <= now + BK_REAP_MS ? BK_REAP_MS : (int)(due - now);
 		}
 	}
 	return NULL;
