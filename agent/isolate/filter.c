@@ -41,7 +41,6 @@ struct bk_filter {
 	struct bk_zombie *zombies;
 	int nz, zcap;
 	uint64_t holes;
-	uint64_t reap_due; /* the soonest next_ms of the zombies kept by the last reap */
 	char bpffs[256];
 	char keepalive[512];
 	struct bpf_link *keep_links[BK_NPROGS];
@@ -701,30 +700,24 @@ static void count_hole(struct bk_filter *f, struct bk_zombie *z, int missing)
 		   z->pin_dir, missing, BK_NPROGS);
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* A zombie is looked at again after BK_REAP_MS, then after twice as long
  * each time its links are still attached, up to BK_REAP_MAX_MS: the
  * kernel releases most cgroups within milliseconds, and a zombie kept by a
  * socket that lives on costs the reaper little. */
 #define BK_REAP_MS 10
 #define BK_REAP_MAX_MS 1000
-#define MIN_U64(a, b) ((a) < (b) ? (a) : (b))
 
-int bk_filter_reap(struct bk_filter *f)
+/* bk_filter_reap at now (ms); *due: when the soonest zombie kept is due
+ * (UINT64_MAX: none kept). */
+static int reap_at(struct bk_filter *f, uint64_t now, uint64_t *due)
 {
-	uint64_t now = mono_ms();
+	*due = UINT64_MAX;
 	pthread_mutex_lock(&f->zlock);
-	uint64_t due = UINT64_MAX;
 	for (int i = 0; i < f->nz;) {
 		struct bk_zombie *z = &f->zombies[i];
 		if (z->next_ms > now) {
-			due = MIN_U64(due, z->next_ms);
+			if (z->next_ms < *due)
+				*due = z->next_ms;
 			i++;
 			continue;
 		}
@@ -739,13 +732,19 @@ int bk_filter_reap(struct bk_filter *f)
 		}
 		z->wait_ms = !z->wait_ms ? BK_REAP_MS : 2 * z->wait_ms < BK_REAP_MAX_MS ? 2 * z->wait_ms : BK_REAP_MAX_MS;
 		z->next_ms = now + z->wait_ms;
-		due = MIN_U64(due, z->next_ms);
+		if (z->next_ms < *due)
+			*due = z->next_ms;
 		i++;
 	}
-	f->reap_due = due;
 	int n = f->nz;
 	pthread_mutex_unlock(&f->zlock);
 	return n;
+}
+
+int bk_filter_reap(struct bk_filter *f)
+{
+	uint64_t due;
+	return reap_at(f, now_ns() / 1000000, &due);
 }
 
 uint64_t bk_filter_check(struct bk_filter *f)
@@ -1371,19 +1370,18 @@ static void file_event(struct bk_engine *e, const struct bk_event *ev, const cha
 static void *events_main(void *arg)
 {
 	struct bk_engine *e = arg;
-	uint64_t last = 0;
-	int wait = 100;
+	uint64_t last = 0, due = UINT64_MAX;
 	while (!e->stop) {
-		bk_filter_events_poll(e->filter, wait, on_event, e);
-		uint64_t now = mono_ms();
+		uint64_t now = now_ns() / 1000000;
 		/* (events wake the poll early: a storm of denials does not
 		 * make the reaper run more often) */
 		if (now - last >= BK_REAP_MS) {
-			int kept = bk_filter_reap(e->filter);
+			reap_at(e->filter, now, &due);
 			last = now;
-			uint64_t due = e->filter->reap_due;
-			wait = !kept || due >= now + 100 ? 100 : due <= now + BK_REAP_MS ? BK_REAP_MS : (int)(due - now);
 		}
+		uint64_t wait = due > now ? due - now : 0;
+		bk_filter_events_poll(e->filter, (int)(wait < BK_REAP_MS ? BK_REAP_MS : wait > 100 ? 100 : wait),
+				      on_event, e);
 	}
 	return NULL;
 }
