@@ -35,7 +35,7 @@ for f in "$S"/admin-*pods.txt; do
 	b=$(basename "$f")
 	n=${b#admin-}
 	series+=("$b" "boxkite admin exec, spread over ${n%pods.txt} pods")
-	[ -s "$S/admin-1pod.txt" ] && series+=(admin-1pod.txt "boxkite admin exec, 1 pod alone, just before those")
+	[ -s "$S/admin-1pod.txt" ] && series+=(admin-1pod.txt "boxkite admin exec, 1 pod alone, before and after those")
 done
 if ! command -v gnuplot >/dev/null; then
 	plot_note="no plot: gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox)"

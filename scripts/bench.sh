@@ -299,16 +299,19 @@ printf 'agent RSS, idle               = %5d KiB (after start-up, one sandbox and
 # Every pod is a full local sandbox (sandbox container + shim: boxkitectl
 # sandbox create always starts the shim, and the agent serves the pod the
 # same way with or without its traffic). The 1-pod figure is this run's
-# pod alone on the node, measured just before the others are made (the
-# main table's is minutes older). BENCH_DENSITY=0 skips it.
+# pod alone on the node, half its execs just before the others are made
+# and half just after they are deleted, pooled: the machine's speed drifts
+# over the minutes between (the main table's figure is older still).
+# BENCH_DENSITY=0 skips it.
 DPODS=${BENCH_DENSITY_PODS:-100}
 DN=${BENCH_DENSITY_N:-1000}
 echo
 if [ "${BENCH_DENSITY:-1}" = 0 ]; then
 	echo "density, $DPODS pods               : skipped (BENCH_DENSITY=0)"
 else
-	# the 1-pod figure: this run's pod alone on the node, just before the others are made
-	one=$(BK_BENCH_SAMPLES=$S/admin-1pod.txt "$B" exec "$D/admin.sock" "$NAME" "$DN" 1)
+	# the 1-pod figure, first half: this run's pod alone on the node, just before the others are made
+	DH=$(((DN + 1) / 2))
+	round admin-1pod env BK_BENCH_SAMPLES="$D/round.txt" "$B" exec "$D/admin.sock" "$NAME" "$DH" 1
 	: >"$D/density.names"
 	for i in $(seq 1 "$DPODS"); do echo "bd$$-$i" >>"$D/density.names"; done
 	# created 4 at a time (their runc and ip commands overlap; each create
@@ -333,13 +336,24 @@ else
 		# the pods that exist now, and every exec answered (errors=0): none lost on the way
 		npods=$("$BK_BIN/boxkitectl" sandbox list | grep -c "^bd$$-" || true)
 		derr=$(jq .errors <<<"$many")
+		# the 1-pod figure, second half: the others deleted (all of them:
+		# none listed any more), then the same pod alone again
+		xargs -P4 -n1 "$BK_BIN/boxkitectl" sandbox delete <"$D/density.names" >/dev/null 2>&1 || true
+		ngone=$("$BK_BIN/boxkitectl" sandbox list | grep -c "^bd$$-" || true)
+		[ "$ngone" = 0 ] && : >"$D/density.names"
+		round admin-1pod env BK_BENCH_SAMPLES="$D/round.txt" "$B" exec "$D/admin.sock" "$NAME" "$DH" 1
+		one=$(pooled admin-1pod)
 		printf '%-44s %6s %10s %10s %9s\n' "exec of /bin/sh -c true, density" n p50_us p99_us per_sec
-		row "admin exec, 1 pod alone (just before)" "$one"
+		row "admin exec, 1 pod alone (before + after)" "$one"
 		row "admin exec, spread over $DPODS pods" "$many"
 		row "admin exec, 1 pod, $DPODS others live" "$live"
 		dr=$(echo "$(p50 "$many") / $(p50 "$one")" | bc -l)
-		printf 'density, %3d pods: p50 / 1-pod = %5.2fx   (p99 %.1f us, 1 pod %.1f us; target <= 1.2x: %s)\n' \
-			"$npods" "$dr" "$(jq .p99_us <<<"$many")" "$(jq .p99_us <<<"$one")" "$(verdict "$dr <= 1.2 && $npods == $DPODS && $derr == 0")"
+		# the ratio against each half alone: how far the machine moved meanwhile
+		dba=$(jq -rn --argjson m "$many" --argjson o "$one" \
+			'[$o.rounds_p50[] | $m.p50_us / .] | "against before \(.[0] * 100 | round / 100), after \(.[1] * 100 | round / 100)"')
+		printf 'density, %3d pods: p50 / 1-pod = %5.2fx   (%s; p99 %.1f us, 1 pod %.1f us; %d left after the delete; target <= 1.2x: %s)\n' \
+			"$npods" "$dr" "$dba" "$(jq .p99_us <<<"$many")" "$(jq .p99_us <<<"$one")" "$ngone" \
+			"$(verdict "$dr <= 1.2 && $npods == $DPODS && $derr == 0")"
 		printf 'agent RSS, %3d pods live      = %5d KiB (peak %d KiB; %d threads, %d fds; target <= 32768 KiB: %s)\n' \
 			"$npods" "$arss" "$ahwm" "$athr" "$afds" "$(verdict "$arss <= 32768 && $npods == $DPODS")"
 	fi
