@@ -114,6 +114,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbkagent.a $(BUILD)/libbkcommon.a
 $(BUILD)/tests/%: tests/tools/%.c $(BUILD)/libbkcommon.a
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(PKG_LIBS)
+# (its floor installs the agent's seccomp filter)
+$(BUILD)/tests/bk-bench: tests/tools/bk-bench.c $(BUILD)/obj/agent/isolate/seccomp.o $(BUILD)/libbkcommon.a
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(PKG_LIBS)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

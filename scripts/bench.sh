@@ -29,6 +29,8 @@ cleanup() {
 	[ -n "$AGENT_PID" ] && kill -TERM "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID"
 	[ -n "$COLD_PID" ] && kill -TERM "$COLD_PID" 2>/dev/null && wait "$COLD_PID"
 	rm -rf /sys/fs/bpf/boxkite-bench-cold; rmdir "$CG2/boxkite-bench-cold-keepalive" 2>/dev/null
+	# the kernel floor's cgroups (each is removed as it ends; an interrupted one may stay)
+	[ -n "${FLOOR_CG:-}" ] && rmdir "$FLOOR_CG"/boxkite-floor-* 2>/dev/null
 	# the DNS block's (issue 17): its fake resolver and server, pods, namespaces, agent
 	for p in ${DNS_PIDS:-}; do kill "$p" 2>/dev/null; done
 	for n in ${DNS_PODS:-}; do "$BK_BIN/boxkitectl" sandbox delete "$n" >/dev/null 2>&1; done
@@ -101,6 +103,11 @@ rounds_range() {
 		'[range($a[$f] | length) | $a[$f][.] / $b[$f][.]] | "rounds \(min * 100 | round / 100)-\(max * 100 | round / 100)"'
 }
 NR=$(((N + R - 1) / R))
+# the kernel floor (bk-bench floor): an exec's required kernel steps with
+# no agent around them, into the sandbox container's mount namespace and
+# in cgroups beside the agent's exec cgroups (under the pod's)
+SPID=$(runc state "$SID" | jq .pid)
+FLOOR_CG=$CG2$(dirname "$(awk -F: '$1 == "0" {print $3}' "/proc/$SPID/cgroup")")
 : >"$D/one.log"
 for _ in $(seq 1 "$R"); do
 	round fork env BK_BENCH_SAMPLES="$D/round.txt" "$B" spawn "$NR" /bin/sh -c true
@@ -109,15 +116,16 @@ for _ in $(seq 1 "$R"); do
 	# (the 1-client execs' phases, below)
 	l1=$(wc -l <"$D/agent.log")
 	sed -n "$((l0 + 1)),${l1}p" "$D/agent.log" >>"$D/one.log"
+	round floor env BK_BENCH_SAMPLES="$D/round.txt" "$B" floor "$NR" "$SPID" "$FLOOR_CG"
 done
 fork=$(pooled fork)
 boxk=$(pooled admin)
+floor=$(pooled floor)
 unsh=$(BK_BENCH_SAMPLES=$S/unshare.txt "$B" spawn "$N" unshare -n /bin/sh -c true)
 runce=$(BK_BENCH_SAMPLES=$S/runc.txt "$B" spawn "$NRUNC" runc exec "$SID" /bin/sh -c true)
 # whole processes, as a script calls them: `boxkitectl exec` against the
 # reference sidecar's own mechanism (a fresh netns, then nsenter into the
 # sandbox container's mount and pid namespaces as the pod's user)
-SPID=$(runc state "$SID" | jq .pid)
 SUID=$(awk '/^Uid:/ {print $2}' "/proc/$SPID/status"); SGID=$(awk '/^Gid:/ {print $2}' "/proc/$SPID/status")
 NW=${BENCH_WHOLE_N:-$((N / 2))}
 for _ in $(seq 1 "$R"); do
@@ -200,19 +208,36 @@ boxk_again=$(pooled admin_again)
 "$BK_BIN/boxkitectl" --admin-socket "$D/admin.sock" exec "$NAME" -- sh -c 'head -c 102400 /dev/zero | tr "\\0" a > /workspace/view100k.txt' >/dev/null
 view=$(BK_LOAD_ROUTE=/view BK_LOAD_BODY='{"path":"view100k.txt"}' $MGR "$L" "$URL" "$PIN" "$TOK" 300 1)
 # 64 HTTPS clients against 2 admin clients, in alternating rounds (the
-# 2-client figure is also the throughput target's)
+# 2-client figure is also the throughput target's); beside them, the
+# host's own fork+exec in 2 parallel loops: what this machine's 2 cores do
+# with no isolation at all (the throughput target's ceiling here)
+fork_par() {
+	local t0 t1 e1 e2
+	t0=$(date +%s%N)
+	"$B" spawn "$1" /bin/sh -c true >"$D/fp1.json" &
+	local p1=$!
+	"$B" spawn "$1" /bin/sh -c true >"$D/fp2.json"
+	wait "$p1"
+	t1=$(date +%s%N)
+	e1=$(jq .errors "$D/fp1.json"); e2=$(jq .errors "$D/fp2.json")
+	jq -nc --argjson n $((2 * $1)) --argjson ns $((t1 - t0)) --argjson e $((e1 + e2)) \
+		'{n: $n, per_sec: ($n / ($ns / 1e9)), errors: $e}' >>"$D/fork2.rounds"
+}
 NC=${BENCH_CONC_N:-2000}
 for _ in $(seq 1 "$R"); do
 	round admin2 env BK_BENCH_SAMPLES="$D/round.txt" "$B" exec "$D/admin.sock" "$NAME" "$NR" 2
 	round conc $MGR "$L" "$URL" "$PIN" "$TOK" "$(((NC + R - 1) / R))" 64 true "$D/round.txt"
+	fork_par "$NR"
 done
 boxk2=$(pooled admin2)
 conc=$(pooled conc)
+fork2=$(jq -sc '{n: (map(.n) | add), errors: (map(.errors) | add), per_sec: ((map(.n) | add) / (map(.n / .per_sec) | add))}' "$D/fork2.rounds")
 
 row() { printf '%-44s %6s %10.1f %10.1f %9.1f %s\n' "$1" "$(jq .n <<<"$2")" "$(jq .p50_us <<<"$2")" "$(jq .p99_us <<<"$2")" "$(jq .per_sec <<<"$2")" "errors=$(jq .errors <<<"$2")"; }
 echo
 printf '%-44s %6s %10s %10s %9s\n' "exec of /bin/sh -c true" n p50_us p99_us per_sec
 row "host fork+exec+wait (baseline)" "$fork"
+row "kernel floor: the exec's kernel steps alone" "$floor"
 row "unshare -n (fresh netns only)" "$unsh"
 row "boxkite admin exec, 1 client" "$boxk"
 row "  ... from warm slots (exec.warm_slots 2)" "$boxk_cold"
@@ -241,6 +266,19 @@ tp64=$(jq .per_sec <<<"$conc")
 r64=$(echo "$tp64 / $tp" | bc -l)
 n429=$(jq .status_429 <<<"$conc")
 printf 'boxkite p50 / fork+exec p50   = %5.2fx   (%s; target <= 1.5x: %s)\n' "$r1" "$(rounds_range "$boxk" "$fork" rounds_p50)" "$(verdict "$r1 <= 1.5")"
+# what of that is the kernel's: the floor's steps are a fresh cgroup v2
+# (CLONE_INTO_CGROUP), pid and mount namespaces with a /proc of its own,
+# a network namespace made beforehand (as the agent's pool does), the
+# privilege drop and the agent's seccomp filter; not in it: the BPF
+# links, the v1 cgroups and limits, the /proc masks, every read-back
+if [ "$(jq '.n > 0 and ([.rounds_p50[] > 0] | all)' <<<"$floor")" = true ]; then
+	rf=$(echo "$(p50 "$floor") / $(p50 "$fork")" | bc -l)
+	rbf=$(echo "$(p50 "$boxk") / $(p50 "$floor")" | bc -l)
+	printf 'kernel floor p50 / fork+exec  = %5.2fx   (%s, %d errors; boxkite / floor %.2fx, %s; reported)\n' "$rf" \
+		"$(rounds_range "$floor" "$fork" rounds_p50)" "$(jq .errors <<<"$floor")" "$rbf" "$(rounds_range "$boxk" "$floor" rounds_p50)"
+else
+	echo "kernel floor                  : not measured ($(jq .errors <<<"$floor") errors; bk-bench floor's first one is above)"
+fi
 rw=$(echo "$(p50 "$boxk_cold") / $(p50 "$boxk_warm")" | bc -l)
 nwarm=$(jq -nR '[inputs | fromjson? | select(.event == "exec")] | "\([.[] | select(.warm)] | length) of \(length)"' "$D/cold.log")
 printf 'warm slots / made on request, p50 = %5.2fx (exec.warm_slots 2 against the default 0; %s execs of that agent took a slot; reported)\n' "$rw" "$(jq -r . <<<"$nwarm")"
@@ -249,10 +287,13 @@ rpc=$(echo "$(p50 "$cold_p") / $(p50 "$warm_p")" | bc -l)
 printf 'paced: boxkite p50 / fork+exec = %5.2fx  (warm slots / made on request: %.2fx; p99 %.1f vs %.1f ms; reported)\n' \
 	"$rpw" "$rpc" "$(echo "$(jq .p99_us <<<"$warm_p") / 1000" | bc -l)" "$(echo "$(jq .p99_us <<<"$cold_p") / 1000" | bc -l)"
 printf 'boxkite p99 / its p50         = %5.2fx   (target <= 3x: %s)\n' "$tail99" "$(verdict "$tail99 <= 3")"
-printf 'runc exec p50 / boxkite p50   = %5.2fx   (target >= 20x: %s)\n' "$r2" "$(verdict "$r2 >= 20")"
+rrf=$(jq -rn --argjson r "$runce" --argjson f "$floor" 'if $f.p50_us > 0 then "runc / kernel floor \($r.p50_us / $f.p50_us * 100 | round / 100)x" else "no kernel floor" end')
+printf 'runc exec p50 / boxkite p50   = %5.2fx   (%s; target >= 20x: %s)\n' "$r2" "$rrf" "$(verdict "$r2 >= 20")"
 rctl=$(echo "$(p50 "$ctlw") / $(p50 "$nsw")" | bc -l)
 printf 'boxkitectl exec / unshare+nsenter = %5.2fx (whole processes, p50; %s; target < 1x: %s)\n' "$rctl" "$(rounds_range "$ctlw" "$nsw" rounds_p50)" "$(verdict "$rctl < 1")"
-printf 'throughput, 2 clients         = %5.0f/s  (target >= 600/s: %s)\n' "$tp" "$(verdict "$tp >= 600")"
+tpf=$(jq .per_sec <<<"$fork2")
+printf 'throughput, 2 clients         = %5.0f/s  (host fork+exec in 2 parallel loops, no isolation: %.0f/s, %d errors; target >= 600/s: %s)\n' \
+	"$tp" "$tpf" "$(jq .errors <<<"$fork2")" "$(verdict "$tp >= 600")"
 printf '64 HTTPS clients / 2 clients  = %5.2f    (%.0f/s; %s; target >= 0.9: %s; 429s: %d, target 0: %s)\n' \
 	"$r64" "$tp64" "$(rounds_range "$conc" "$boxk2" rounds_per_sec)" "$(verdict "$r64 >= 0.9")" "$n429" "$(verdict "$n429 == 0")"
 # the seccomp layer's own cost per exec, timed in the exec child: the

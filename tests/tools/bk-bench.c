@@ -5,13 +5,25 @@
  *                                             several sandboxes, the execs go round-robin
  *                                             over them (the density run)
  *   bk-bench spawn N CMD [ARG...]             fork+exec+wait of CMD
+ *   bk-bench floor N PID CGROUP_DIR           the kernel steps of an exec alone, no
+ *                                             agent: see floor_once (x86-64)
  * Prints one JSON object: n, errors, p50_us, p99_us, mean_us, per_sec.
  * With BK_BENCH_SAMPLES=FILE, every latency in microseconds, one a line, in
  * the order measured (the plot's raw samples). BK_BENCH_CMD: the exec's
  * command instead of "true" (plain text: no quotes or backslashes). */
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
 #include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "agent/isolate/seccomp.h"
 #include "lib/proto.h"
 #include "lib/util.h"
 
@@ -93,6 +105,174 @@ static void *exec_worker(void *arg)
 	return NULL;
 }
 
+/* ---- floor: what the kernel alone takes for an exec's required steps -------------- */
+
+/* One iteration's child: what an exec's child does in the kernel (child.c),
+ * without the agent's bookkeeping, masks, v1 cgroups or read-backs: the
+ * container's mount namespace, a mount namespace of its own with a /proc
+ * of its pid namespace, a fresh network namespace (made beforehand, as the
+ * agent's pool makes them), the privilege drop, the agent's seccomp filter,
+ * execve of the same command. */
+struct floor_child {
+	int mnt_fd, net_fd;
+	const struct bk_seccomp *filter;
+	char **argv;
+};
+
+static int floor_child(void *arg)
+{
+	const struct floor_child *c = arg;
+	static char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+	if (setns(c->mnt_fd, CLONE_NEWNS) < 0 || unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
+	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return 101;
+	if (setns(c->net_fd, CLONE_NEWNET) < 0)
+		return 102;
+	if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0)
+		return 103;
+	for (int cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno == EINVAL)
+			break;
+	if (setresuid(65534, 65534, 65534) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return 104;
+	if (bk_seccomp_install(c->filter) < 0)
+		return 105;
+	execve("/bin/sh", c->argv, envp);
+	return 106;
+}
+
+#if defined(__x86_64__)
+/* clone3 with the child on its own stack, calling fn(arg) there (the
+ * agent's spawn_direct shape: CLONE_VM | CLONE_VFORK, no copy of the
+ * parent's memory) */
+static long clone3_call(struct clone_args *ca, int (*fn)(void *), void *arg)
+{
+	long ret;
+	register void *r12 __asm__("r12") = (void *)fn;
+	register void *r13 __asm__("r13") = arg;
+	__asm__ volatile("syscall\n\t"
+			 "test %%rax, %%rax\n\t"
+			 "jnz 1f\n\t"
+			 "xor %%ebp, %%ebp\n\t"
+			 "mov %%r13, %%rdi\n\t"
+			 "call *%%r12\n\t"
+			 "mov %%eax, %%edi\n\t"
+			 "mov %[nr_exit], %%eax\n\t"
+			 "syscall\n\t"
+			 "hlt\n"
+			 "1:"
+			 : "=a"(ret)
+			 : "a"((long)SYS_clone3), "D"(ca), "S"(sizeof(*ca)), "r"(r12), "r"(r13), [nr_exit] "i"(SYS_exit)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+#endif
+
+/* One exec's kernel steps, timed from the cgroup's mkdir to its rmdir
+ * after the command was reaped: a fresh cgroup v2 directory, clone3 into
+ * it (CLONE_INTO_CGROUP) and into a new pid namespace, floor_child, wait.
+ * The network namespace is made before the clock starts. Returns the
+ * time, or 0 on error (the reason on stderr, once). */
+static uint64_t floor_once(int self_net, int mnt_fd, const char *cgdir, int i, const struct bk_seccomp *filter,
+			   char *stack, size_t stack_size, bool *warned)
+{
+#if defined(__x86_64__)
+	static char *argv[] = { "sh", "-c", "true", NULL };
+	const char *why = NULL;
+	if (unshare(CLONE_NEWNET) < 0) {
+		why = "unshare(CLONE_NEWNET)";
+		goto fail;
+	}
+	struct floor_child c = { .mnt_fd = mnt_fd, .net_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC),
+				 .filter = filter, .argv = argv };
+	if (setns(self_net, CLONE_NEWNET) < 0) {
+		perror("bk-bench floor: cannot return to its network namespace");
+		exit(1);
+	}
+	if (c.net_fd < 0) {
+		why = "open of the new network namespace";
+		goto fail;
+	}
+	char cg[4096];
+	snprintf(cg, sizeof(cg), "%s/boxkite-floor-%d-%d", cgdir, (int)getpid(), i);
+	uint64_t t0 = now_ns();
+	if (mkdir(cg, 0755) < 0) {
+		close(c.net_fd);
+		why = "mkdir of the cgroup";
+		goto fail;
+	}
+	int cgfd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct clone_args ca = { .flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_INTO_CGROUP,
+				 .exit_signal = SIGCHLD, .stack = (uint64_t)(uintptr_t)stack, .stack_size = stack_size,
+				 .cgroup = (uint64_t)cgfd };
+	long pid = cgfd < 0 ? -EBADF : clone3_call(&ca, floor_child, &c);
+	int st = 0;
+	if (pid > 0)
+		waitpid((pid_t)pid, &st, 0);
+	if (cgfd >= 0)
+		close(cgfd);
+	close(c.net_fd);
+	bool gone = rmdir(cg) == 0;
+	uint64_t t = now_ns() - t0;
+	if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && gone)
+		return t;
+	why = pid < 0 ? "clone3" : !gone ? "rmdir of the cgroup" : "the child (101 mounts, 102 netns, 103-104 privileges, 105 seccomp, 106 execve)";
+	if (!*warned && pid > 0)
+		fprintf(stderr, "bk-bench floor: %s: status %#x\n", why, st);
+	else if (!*warned)
+		fprintf(stderr, "bk-bench floor: %s: %s\n", why, strerror(pid < 0 ? (int)-pid : errno));
+	*warned = true;
+	return 0;
+fail:
+	if (!*warned)
+		fprintf(stderr, "bk-bench floor: %s: %s\n", why, strerror(errno));
+	*warned = true;
+	return 0;
+#else
+	if (!*warned)
+		fprintf(stderr, "bk-bench floor: measured on x86-64 only\n");
+	*warned = true;
+	return 0;
+#endif
+}
+
+static int floor_main(int n, pid_t target, const char *cgdir)
+{
+	static struct bk_seccomp filter;
+	if (bk_seccomp_build(&filter) < 0) {
+		fprintf(stderr, "bk-bench floor: the seccomp filter does not build\n");
+		return 1;
+	}
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int)target);
+	int mnt_fd = open(p, O_RDONLY | O_CLOEXEC), self_net = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (mnt_fd < 0 || self_net < 0) {
+		fprintf(stderr, "bk-bench floor: cannot open %s: %s\n", p, strerror(errno));
+		return 1;
+	}
+	size_t stack_size = 512u << 10;
+	char *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	uint64_t *lat = calloc((size_t)n, sizeof(*lat));
+	if (stack == MAP_FAILED || !lat)
+		return 1;
+	int errors = 0;
+	bool warned = false;
+	uint64_t t0 = now_ns();
+	int ok = 0;
+	for (int i = 0; i < n; i++) {
+		uint64_t t = floor_once(self_net, mnt_fd, cgdir, i, &filter, stack, stack_size, &warned);
+		if (t)
+			lat[ok++] = t;
+		else
+			errors++;
+	}
+	/* the latencies of the iterations that did every step */
+	report(lat, ok, errors, now_ns() - t0);
+	free(lat);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 6 && streq(argv[1], "exec")) {
@@ -150,6 +330,12 @@ int main(int argc, char **argv)
 		free(lat);
 		return 0;
 	}
-	fprintf(stderr, "usage: bk-bench exec SOCK SANDBOX[,SANDBOX...] N CONC | spawn N CMD [ARG...]\n");
+	if (argc == 5 && streq(argv[1], "floor")) {
+		int n = atoi(argv[2]);
+		if (n <= 0 || atoi(argv[3]) <= 0)
+			return 2;
+		return floor_main(n, (pid_t)atoi(argv[3]), argv[4]);
+	}
+	fprintf(stderr, "usage: bk-bench exec SOCK SANDBOX[,SANDBOX...] N CONC | spawn N CMD [ARG...] | floor N PID CGROUP_DIR\n");
 	return 2;
 }
