@@ -7,5 +7,6 @@
  *   err.[ch]     the one error constructor (struct bk_error, bk_fail)
  *   sign.[ch]    Ed25519 receipt signatures: the node key, sign, verify
  *   missing.h    kernel constants newer than Debian 12's 6.1 headers
+ *   clone3.h     clone3 running a function on the child's own stack (x86-64)
  * Included as "lib/<file>.h" from anywhere in the tree. */
 #pragma once

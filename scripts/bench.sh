@@ -394,7 +394,7 @@ else
 			'[$o.rounds_p50[] | $m.p50_us / .] | "against before \(.[0] * 100 | round / 100), after \(.[1] * 100 | round / 100)"')
 		printf 'density, %3d pods: p50 / 1-pod = %5.2fx   (%s; p99 %.1f us, 1 pod %.1f us; %d left after the delete; target <= 1.2x: %s)\n' \
 			"$npods" "$dr" "$dba" "$(jq .p99_us <<<"$many")" "$(jq .p99_us <<<"$one")" "$ngone" \
-			"$(verdict "$dr <= 1.2 && $npods == $DPODS && $derr == 0")"
+			"$(verdict "$dr <= 1.2 && $npods == $DPODS && $derr == 0 && $ngone == 0")"
 		printf 'agent RSS, %3d pods live      = %5d KiB (peak %d KiB; %d threads, %d fds; target <= 32768 KiB: %s)\n' \
 			"$npods" "$arss" "$ahwm" "$athr" "$afds" "$(verdict "$arss <= 32768 && $npods == $DPODS")"
 	fi

@@ -9,6 +9,7 @@
 #include "agent/isolate/step.h"
 #include "agent/parse/mounts.h"
 #include "agent/parse/procstatus.h"
+#include "lib/clone3.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/missing.h"
@@ -892,31 +893,6 @@ static int read_proc_masks(const struct bk_pod *pod, struct proc_masks *pm, stru
 }
 
 #if BK_SPAWN_DIRECT
-/* clone3 with the child on a stack of its own (args->stack): it calls
- * fn(arg) there and ends with its return value. glibc has no clone3
- * wrapper that takes a function; this is its x86-64 core. */
-static long clone3_fn(struct clone_args *args, int (*fn)(void *), void *arg)
-{
-	long ret;
-	register void *r12 __asm__("r12") = (void *)fn;
-	register void *r13 __asm__("r13") = arg;
-	__asm__ volatile("syscall\n\t"
-			 "test %%rax, %%rax\n\t"
-			 "jnz 1f\n\t"
-			 "xor %%ebp, %%ebp\n\t"
-			 "mov %%r13, %%rdi\n\t"
-			 "call *%%r12\n\t"
-			 "mov %%eax, %%edi\n\t"
-			 "mov %[nr_exit], %%eax\n\t"
-			 "syscall\n\t"
-			 "hlt\n"
-			 "1:"
-			 : "=a"(ret)
-			 : "a"((long)SYS_clone3), "D"(args), "S"(sizeof(*args)), "r"(r12), "r"(r13),
-			   [nr_exit] "i"(SYS_exit)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
 
 /* The children's stacks, kept for the next spawn: a fresh mapping per exec
  * costs its faults and, at its unmap, a TLB flush on every CPU the agent
@@ -979,7 +955,7 @@ static long spawn_direct(struct clone_args *args, struct child_args *ca)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	long pid = clone3_fn(args, direct_entry, ca);
+	long pid = bk_clone3_fn(args, direct_entry, ca);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	stack_put(stack);
 	return pid;

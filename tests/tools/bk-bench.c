@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 
 #include "agent/isolate/seccomp.h"
+#include "lib/clone3.h"
 #include "lib/proto.h"
 #include "lib/util.h"
 
@@ -142,34 +143,9 @@ static int floor_child(void *arg)
 	return 106;
 }
 
-#if defined(__x86_64__)
-/* clone3 with the child on its own stack, calling fn(arg) there (the
- * agent's spawn_direct shape: CLONE_VM | CLONE_VFORK, no copy of the
- * parent's memory) */
-static long clone3_call(struct clone_args *ca, int (*fn)(void *), void *arg)
-{
-	long ret;
-	register void *r12 __asm__("r12") = (void *)fn;
-	register void *r13 __asm__("r13") = arg;
-	__asm__ volatile("syscall\n\t"
-			 "test %%rax, %%rax\n\t"
-			 "jnz 1f\n\t"
-			 "xor %%ebp, %%ebp\n\t"
-			 "mov %%r13, %%rdi\n\t"
-			 "call *%%r12\n\t"
-			 "mov %%eax, %%edi\n\t"
-			 "mov %[nr_exit], %%eax\n\t"
-			 "syscall\n\t"
-			 "hlt\n"
-			 "1:"
-			 : "=a"(ret)
-			 : "a"((long)SYS_clone3), "D"(ca), "S"(sizeof(*ca)), "r"(r12), "r"(r13), [nr_exit] "i"(SYS_exit)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
-#endif
 
-/* One exec's kernel steps, timed from the cgroup's mkdir to its rmdir
+/* One exec's kernel steps (spawned as the agent's spawn_direct: CLONE_VM |
+ * CLONE_VFORK, the child on its own stack), timed from the cgroup's mkdir to its rmdir
  * after the command was reaped: a fresh cgroup v2 directory, clone3 into
  * it (CLONE_INTO_CGROUP) and into a new pid namespace, floor_child, wait.
  * The network namespace is made before the clock starts. Returns the
@@ -206,7 +182,7 @@ static uint64_t floor_once(int self_net, int mnt_fd, const char *cgdir, int i, c
 	struct clone_args ca = { .flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_INTO_CGROUP,
 				 .exit_signal = SIGCHLD, .stack = (uint64_t)(uintptr_t)stack, .stack_size = stack_size,
 				 .cgroup = (uint64_t)cgfd };
-	long pid = cgfd < 0 ? -EBADF : clone3_call(&ca, floor_child, &c);
+	long pid = cgfd < 0 ? -EBADF : bk_clone3_fn(&ca, floor_child, &c);
 	int st = 0;
 	if (pid > 0)
 		waitpid((pid_t)pid, &st, 0);
