@@ -10,6 +10,8 @@ D=$(mktemp -d /run/boxkite-bench-XXXXXX); chmod 755 "$D"
 NAME=bench-$$
 AGENT_PID=
 COLD_PID=
+FLOOR_CG=
+FLOOR_V1=()
 # the agent runs with the node's default pins and keepalive cgroup (what
 # users run); an agent keeps both for the next one to recover from: the
 # bench removes them again unless they were there before it
@@ -30,7 +32,7 @@ cleanup() {
 	[ -n "$COLD_PID" ] && kill -TERM "$COLD_PID" 2>/dev/null && wait "$COLD_PID"
 	rm -rf /sys/fs/bpf/boxkite-bench-cold; rmdir "$CG2/boxkite-bench-cold-keepalive" 2>/dev/null
 	# the kernel floor's cgroups (each is removed as it ends; an interrupted one may stay)
-	[ -n "${FLOOR_CG:-}" ] && rmdir "$FLOOR_CG"/boxkite-floor-* 2>/dev/null
+	for d in $FLOOR_CG "${FLOOR_V1[@]}"; do rmdir "$d"/boxkite-floor-* 2>/dev/null; done
 	# the DNS block's (issue 17): its fake resolver and server, pods, namespaces, agent
 	for p in ${DNS_PIDS:-}; do kill "$p" 2>/dev/null; done
 	for n in ${DNS_PODS:-}; do "$BK_BIN/boxkitectl" sandbox delete "$n" >/dev/null 2>&1; done
@@ -108,6 +110,12 @@ NR=$(((N + R - 1) / R))
 # in cgroups beside the agent's exec cgroups (under the pod's)
 SPID=$(runc state "$SID" | jq .pid)
 FLOOR_CG=$CG2$(dirname "$(awk -F: '$1 == "0" {print $3}' "/proc/$SPID/cgroup")")
+# and where the pod is in v1 pids and memory hierarchies (hybrid hosts), there too, as the agent
+for ctl in pids memory; do
+	mnt=$(findmnt -n -t cgroup -o TARGET,OPTIONS | awk -v c="$ctl" '{ n = split($2, o, ","); for (i = 1; i <= n; i++) if (o[i] == c) print $1 }' | head -1)
+	rel=$(awk -F: -v c="$ctl" '{ n = split($2, o, ","); for (i = 1; i <= n; i++) if (o[i] == c) print $3 }' "/proc/$SPID/cgroup" | head -1)
+	[ -n "$mnt" ] && [ -n "$rel" ] && FLOOR_V1+=("$mnt$(dirname "$rel")")
+done
 : >"$D/one.log"
 for _ in $(seq 1 "$R"); do
 	round fork env BK_BENCH_SAMPLES="$D/round.txt" "$B" spawn "$NR" /bin/sh -c true
@@ -116,7 +124,7 @@ for _ in $(seq 1 "$R"); do
 	# (the 1-client execs' phases, below)
 	l1=$(wc -l <"$D/agent.log")
 	sed -n "$((l0 + 1)),${l1}p" "$D/agent.log" >>"$D/one.log"
-	round floor env BK_BENCH_SAMPLES="$D/round.txt" "$B" floor "$NR" "$SPID" "$FLOOR_CG"
+	round floor env BK_BENCH_SAMPLES="$D/round.txt" "$B" floor "$NR" "$SPID" "$FLOOR_CG" "${FLOOR_V1[@]}"
 done
 fork=$(pooled fork)
 boxk=$(pooled admin)
@@ -266,11 +274,13 @@ tp64=$(jq .per_sec <<<"$conc")
 r64=$(echo "$tp64 / $tp" | bc -l)
 n429=$(jq .status_429 <<<"$conc")
 printf 'boxkite p50 / fork+exec p50   = %5.2fx   (%s; target <= 1.5x: %s)\n' "$r1" "$(rounds_range "$boxk" "$fork" rounds_p50)" "$(verdict "$r1 <= 1.5")"
-# what of that is the kernel's: the floor's steps are a fresh cgroup v2
-# (CLONE_INTO_CGROUP), pid and mount namespaces with a /proc of its own,
-# a network namespace made beforehand (as the agent's pool does), the
-# privilege drop and the agent's seccomp filter; not in it: the BPF
-# links, the v1 cgroups and limits, the /proc masks, every read-back
+# what of that is the kernel's: the floor's steps are fresh cgroups with
+# the agent's limits (v2, CLONE_INTO_CGROUP; and v1 pids and memory where
+# the pod is in them, joined by the child), pid and mount namespaces with
+# a /proc of its own, a network namespace made beforehand (as the agent's
+# pool does), the privilege drop and the agent's seccomp filter; not in
+# it: the BPF links, the other v1 hierarchies, the /proc masks, every
+# read-back
 if [ "$(jq '.n > 0 and ([.rounds_p50[] > 0] | all)' <<<"$floor")" = true ]; then
 	rf=$(echo "$(p50 "$floor") / $(p50 "$fork")" | bc -l)
 	rbf=$(echo "$(p50 "$boxk") / $(p50 "$floor")" | bc -l)

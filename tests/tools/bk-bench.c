@@ -5,7 +5,8 @@
  *                                             several sandboxes, the execs go round-robin
  *                                             over them (the density run)
  *   bk-bench spawn N CMD [ARG...]             fork+exec+wait of CMD
- *   bk-bench floor N PID CGROUP_DIR           the kernel steps of an exec alone, no
+ *   bk-bench floor N PID CGROUP_DIR [V1_DIR...]
+ *                                             the kernel steps of an exec alone, no
  *                                             agent: see floor_once (x86-64)
  * Prints one JSON object: n, errors, p50_us, p99_us, mean_us, per_sec.
  * With BK_BENCH_SAMPLES=FILE, every latency in microseconds, one a line, in
@@ -108,14 +109,28 @@ static void *exec_worker(void *arg)
 
 /* ---- floor: what the kernel alone takes for an exec's required steps -------------- */
 
+#define FLOOR_V1_MAX 2
+
+struct floor {
+	int self_net, mnt_fd;
+	const char *cgdir;                /* cgroup v2: the exec cgroups' parent */
+	const char *v1dir[FLOOR_V1_MAX];  /* v1 pids / memory: the same, where a limit is set */
+	int n_v1;
+	struct bk_seccomp filter;
+	char *stack;
+	size_t stack_size;
+	bool warned;
+};
+
 /* One iteration's child: what an exec's child does in the kernel (child.c),
- * without the agent's bookkeeping, masks, v1 cgroups or read-backs: the
- * container's mount namespace, a mount namespace of its own with a /proc
- * of its pid namespace, a fresh network namespace (made beforehand, as the
- * agent's pool makes them), the privilege drop, the agent's seccomp filter,
- * execve of the same command. */
+ * without the agent's bookkeeping, masks or read-backs: it joins the v1
+ * cgroups, enters the container's mount namespace and makes one of its own
+ * with a /proc of its pid namespace, enters a fresh network namespace
+ * (made beforehand, as the agent's pool makes them), drops its privileges,
+ * installs the agent's seccomp filter and execs the same command. */
 struct floor_child {
 	int mnt_fd, net_fd;
+	int v1_procs[FLOOR_V1_MAX], n_v1;
 	const struct bk_seccomp *filter;
 	char **argv;
 };
@@ -124,6 +139,9 @@ static int floor_child(void *arg)
 {
 	const struct floor_child *c = arg;
 	static char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+	for (int k = 0; k < c->n_v1; k++)
+		if (write(c->v1_procs[k], "0", 1) != 1)
+			return 100;
 	if (setns(c->mnt_fd, CLONE_NEWNS) < 0 || unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
 	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
@@ -143,101 +161,166 @@ static int floor_child(void *arg)
 	return 106;
 }
 
+/* The limits the agent sets in an exec cgroup (its defaults), in those of
+ * the files that the cgroup has. */
+static int floor_limits(const char *path)
+{
+	static const char *const knobs[][2] = { { "pids.max", "256" }, { "memory.max", "536870912" },
+						{ "memory.swap.max", "0" }, { "memory.limit_in_bytes", "536870912" } };
+	char f[4200];
+	for (size_t k = 0; k < ARRAY_SIZE(knobs); k++) {
+		snprintf(f, sizeof(f), "%s/%s", path, knobs[k][0]);
+		int fd = open(f, O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		bool ok = write(fd, knobs[k][1], strlen(knobs[k][1])) > 0;
+		close(fd);
+		if (!ok)
+			return -1;
+	}
+	return 0;
+}
+
+/* A v1 exec cgroup of iteration i under dir, with its limit; its
+ * cgroup.procs opened for the child. */
+static int floor_v1(const char *dir, int i, char *path, size_t len)
+{
+	snprintf(path, len, "%s/boxkite-floor-%d-%d", dir, (int)getpid(), i);
+	if (mkdir(path, 0755) < 0 || floor_limits(path) < 0)
+		return -1;
+	char f[4200];
+	snprintf(f, sizeof(f), "%s/cgroup.procs", path);
+	return open(f, O_WRONLY | O_CLOEXEC);
+}
 
 /* One exec's kernel steps (spawned as the agent's spawn_direct: CLONE_VM |
- * CLONE_VFORK, the child on its own stack), timed from the cgroup's mkdir to its rmdir
- * after the command was reaped: a fresh cgroup v2 directory, clone3 into
- * it (CLONE_INTO_CGROUP) and into a new pid namespace, floor_child, wait.
- * The network namespace is made before the clock starts. Returns the
- * time, or 0 on error (the reason on stderr, once). */
-static uint64_t floor_once(int self_net, int mnt_fd, const char *cgdir, int i, const struct bk_seccomp *filter,
-			   char *stack, size_t stack_size, bool *warned)
+ * CLONE_VFORK, the child on its own stack), timed from the first cgroup's
+ * mkdir to the last one's rmdir after the command was reaped: fresh v2
+ * (and v1) cgroups, clone3 into the v2 one (CLONE_INTO_CGROUP) and into a
+ * new pid namespace, floor_child, wait. The network namespace is made
+ * before the clock starts. Returns the time, or 0 on error (the first
+ * error's reason on stderr). */
+static uint64_t floor_once(struct floor *F, int i)
 {
 #if defined(__x86_64__)
 	static char *argv[] = { "sh", "-c", "true", NULL };
+	struct floor_child c = { .mnt_fd = F->mnt_fd, .net_fd = -1, .filter = &F->filter, .argv = argv };
+	char cg[4096] = "", v1[FLOOR_V1_MAX][4096] = { "" };
 	const char *why = NULL;
+	int cgfd = -1, st = 0;
+	uint64_t t0 = 0;
+	long pid = 0;
+	bool gone = true;
 	if (unshare(CLONE_NEWNET) < 0) {
 		why = "unshare(CLONE_NEWNET)";
-		goto fail;
+		goto out;
 	}
-	struct floor_child c = { .mnt_fd = mnt_fd, .net_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC),
-				 .filter = filter, .argv = argv };
-	if (setns(self_net, CLONE_NEWNET) < 0) {
+	c.net_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (setns(F->self_net, CLONE_NEWNET) < 0) {
 		perror("bk-bench floor: cannot return to its network namespace");
 		exit(1);
 	}
 	if (c.net_fd < 0) {
 		why = "open of the new network namespace";
-		goto fail;
+		goto out;
 	}
-	char cg[4096];
-	snprintf(cg, sizeof(cg), "%s/boxkite-floor-%d-%d", cgdir, (int)getpid(), i);
-	uint64_t t0 = now_ns();
+	t0 = now_ns();
+	snprintf(cg, sizeof(cg), "%s/boxkite-floor-%d-%d", F->cgdir, (int)getpid(), i);
 	if (mkdir(cg, 0755) < 0) {
-		close(c.net_fd);
-		why = "mkdir of the cgroup";
-		goto fail;
+		cg[0] = '\0';
+		why = "mkdir of the v2 cgroup";
+		goto out;
 	}
-	int cgfd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (floor_limits(cg) < 0) {
+		why = "a limit of the v2 cgroup";
+		goto out;
+	}
+	for (; c.n_v1 < F->n_v1; c.n_v1++) {
+		if ((c.v1_procs[c.n_v1] = floor_v1(F->v1dir[c.n_v1], i, v1[c.n_v1], sizeof(v1[0]))) < 0) {
+			why = "a v1 cgroup";
+			break;
+		}
+	}
+	if (why)
+		goto out;
+	if ((cgfd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		why = "open of the v2 cgroup";
+		goto out;
+	}
 	struct clone_args ca = { .flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_INTO_CGROUP,
-				 .exit_signal = SIGCHLD, .stack = (uint64_t)(uintptr_t)stack, .stack_size = stack_size,
-				 .cgroup = (uint64_t)cgfd };
-	long pid = cgfd < 0 ? -EBADF : bk_clone3_fn(&ca, floor_child, &c);
-	int st = 0;
-	if (pid > 0)
-		waitpid((pid_t)pid, &st, 0);
+				 .exit_signal = SIGCHLD, .stack = (uint64_t)(uintptr_t)F->stack,
+				 .stack_size = F->stack_size, .cgroup = (uint64_t)cgfd };
+	pid = bk_clone3_fn(&ca, floor_child, &c);
+	if (pid < 0) {
+		errno = (int)-pid;
+		why = "clone3";
+		goto out;
+	}
+	waitpid((pid_t)pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		why = "the child (100 v1 join, 101 mounts, 102 netns, 103-104 privileges, 105 seccomp, 106 execve)";
+out:
 	if (cgfd >= 0)
 		close(cgfd);
-	close(c.net_fd);
-	bool gone = rmdir(cg) == 0;
+	if (c.net_fd >= 0)
+		close(c.net_fd);
+	for (int k = 0; k < c.n_v1; k++) {
+		close(c.v1_procs[k]);
+		gone &= rmdir(v1[k]) == 0;
+	}
+	if (why && c.n_v1 < F->n_v1 && v1[c.n_v1][0])
+		rmdir(v1[c.n_v1]); /* made, its knob or cgroup.procs failed */
+	if (cg[0])
+		gone &= rmdir(cg) == 0;
 	uint64_t t = now_ns() - t0;
-	if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && gone)
+	if (!why && !gone)
+		why = "rmdir of a cgroup";
+	if (!why)
 		return t;
-	why = pid < 0 ? "clone3" : !gone ? "rmdir of the cgroup" : "the child (101 mounts, 102 netns, 103-104 privileges, 105 seccomp, 106 execve)";
-	if (!*warned && pid > 0)
-		fprintf(stderr, "bk-bench floor: %s: status %#x\n", why, st);
-	else if (!*warned)
-		fprintf(stderr, "bk-bench floor: %s: %s\n", why, strerror(pid < 0 ? (int)-pid : errno));
-	*warned = true;
-	return 0;
-fail:
-	if (!*warned)
-		fprintf(stderr, "bk-bench floor: %s: %s\n", why, strerror(errno));
-	*warned = true;
+	if (!F->warned) {
+		if (pid > 0)
+			fprintf(stderr, "bk-bench floor: %s: status %#x\n", why, st);
+		else
+			fprintf(stderr, "bk-bench floor: %s: %s\n", why, strerror(errno));
+	}
+	F->warned = true;
 	return 0;
 #else
-	if (!*warned)
+	if (!F->warned)
 		fprintf(stderr, "bk-bench floor: measured on x86-64 only\n");
-	*warned = true;
+	F->warned = true;
 	return 0;
 #endif
 }
 
-static int floor_main(int n, pid_t target, const char *cgdir)
+static int floor_main(int n, pid_t target, const char *cgdir, char **v1dirs, int n_v1)
 {
-	static struct bk_seccomp filter;
-	if (bk_seccomp_build(&filter) < 0) {
-		fprintf(stderr, "bk-bench floor: the seccomp filter does not build\n");
-		return 1;
+	static struct floor F;
+	if (n_v1 > FLOOR_V1_MAX || bk_seccomp_build(&F.filter) < 0) {
+		fprintf(stderr, "bk-bench floor: at most %d v1 directories; or the seccomp filter does not build\n",
+			FLOOR_V1_MAX);
+		return 2;
 	}
 	char p[64];
 	snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int)target);
-	int mnt_fd = open(p, O_RDONLY | O_CLOEXEC), self_net = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	if (mnt_fd < 0 || self_net < 0) {
+	F.mnt_fd = open(p, O_RDONLY | O_CLOEXEC);
+	F.self_net = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (F.mnt_fd < 0 || F.self_net < 0) {
 		fprintf(stderr, "bk-bench floor: cannot open %s: %s\n", p, strerror(errno));
 		return 1;
 	}
-	size_t stack_size = 512u << 10;
-	char *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	F.cgdir = cgdir;
+	for (int k = 0; k < n_v1; k++)
+		F.v1dir[F.n_v1++] = v1dirs[k];
+	F.stack_size = 512u << 10;
+	F.stack = mmap(NULL, F.stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	uint64_t *lat = calloc((size_t)n, sizeof(*lat));
-	if (stack == MAP_FAILED || !lat)
+	if (F.stack == MAP_FAILED || !lat)
 		return 1;
-	int errors = 0;
-	bool warned = false;
+	int errors = 0, ok = 0;
 	uint64_t t0 = now_ns();
-	int ok = 0;
 	for (int i = 0; i < n; i++) {
-		uint64_t t = floor_once(self_net, mnt_fd, cgdir, i, &filter, stack, stack_size, &warned);
+		uint64_t t = floor_once(&F, i);
 		if (t)
 			lat[ok++] = t;
 		else
@@ -306,12 +389,12 @@ int main(int argc, char **argv)
 		free(lat);
 		return 0;
 	}
-	if (argc == 5 && streq(argv[1], "floor")) {
+	if (argc >= 5 && streq(argv[1], "floor")) {
 		int n = atoi(argv[2]);
 		if (n <= 0 || atoi(argv[3]) <= 0)
 			return 2;
-		return floor_main(n, (pid_t)atoi(argv[3]), argv[4]);
+		return floor_main(n, (pid_t)atoi(argv[3]), argv[4], argv + 5, argc - 5);
 	}
-	fprintf(stderr, "usage: bk-bench exec SOCK SANDBOX[,SANDBOX...] N CONC | spawn N CMD [ARG...] | floor N PID CGROUP_DIR\n");
+	fprintf(stderr, "usage: bk-bench exec SOCK SANDBOX[,SANDBOX...] N CONC | spawn N CMD [ARG...] | floor N PID CGROUP_DIR [V1_DIR...]\n");
 	return 2;
 }
