@@ -330,6 +330,11 @@ printf 'seccomp layer, p50            = %5.3f ms  (install + check in the child;
 	"$sct" "$(ms "$si" p99)" "$(jq .n <<<"$si")" "$(verdict "$sct <= 0.1")"
 printf 'seccomp receipt read, p50     = %5.3f ms  (the agent reads /proc/<pid>/status of the command; p99 %.3f)\n' \
 	"$(ms "$sr" p50)" "$(ms "$sr" p99)"
+# the install alone, in forked processes with no exec around it: the
+# agent's filter against a 1-instruction one (what any filter costs here)
+scm=$("$B" seccomp "${BENCH_SECCOMP_N:-500}")
+printf 'seccomp install alone, p50    = %5.3f ms  (the agent'"'"'s filter; a 1-instruction filter: %.3f ms, the kernel'"'"'s fixed cost; %d errors; reported)\n' \
+	"$(echo "$(jq .agent_p50_us <<<"$scm") / 1000" | bc -l)" "$(echo "$(jq .minimal_p50_us <<<"$scm") / 1000" | bc -l)" "$(jq .errors <<<"$scm")"
 ov=$(echo "($(p50 "$https") - $(p50 "$boxk_again")) / 1000" | bc -l)
 ovr=$(jq -rn --argjson a "$https" --argjson b "$boxk_again" \
 	'[range($a.rounds_p50 | length) | ($a.rounds_p50[.] - $b.rounds_p50[.]) / 1000] | "rounds \(min * 100 | round / 100) to \(max * 100 | round / 100) ms"')

@@ -8,6 +8,7 @@
  *   bk-bench floor N PID CGROUP_DIR [V1_DIR...]
  *                                             the kernel steps of an exec alone, no
  *                                             agent: see floor_once (x86-64)
+ *   bk-bench seccomp N                        the seccomp install alone: see seccomp_main
  * Prints one JSON object: n, errors, p50_us, p99_us, mean_us, per_sec.
  * With BK_BENCH_SAMPLES=FILE, every latency in microseconds, one a line, in
  * the order measured (the plot's raw samples). BK_BENCH_CMD: the exec's
@@ -15,6 +16,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -332,6 +334,59 @@ static int floor_main(int n, pid_t target, const char *cgdir, char **v1dirs, int
 	return 0;
 }
 
+/* ---- seccomp: the install alone, the agent's filter against the smallest one ------ */
+
+/* N forked children each install a filter, timed around the seccomp()
+ * call alone (as in the exec child, with no_new_privs set before the
+ * clock): even ones the agent's filter, odd ones a 1-instruction filter
+ * that allows everything, the kernel's fixed cost of an install. Prints
+ * one JSON object: {"n", "errors", "agent_p50_us", "minimal_p50_us"}. */
+static int seccomp_main(int n)
+{
+	static struct bk_seccomp agent_f, minimal_f;
+	if (bk_seccomp_build(&agent_f) < 0)
+		return 1;
+	minimal_f.insns[0] = (struct sock_filter){ .code = BPF_RET | BPF_K, .k = SECCOMP_RET_ALLOW };
+	minimal_f.len = 1;
+	uint64_t *lat[2] = { calloc((size_t)n, sizeof(uint64_t)), calloc((size_t)n, sizeof(uint64_t)) };
+	int got[2] = { 0, 0 }, errors = 0;
+	if (!lat[0] || !lat[1])
+		return 1;
+	for (int i = 0; i < 2 * n; i++) {
+		int p[2];
+		if (pipe(p) < 0)
+			return 1;
+		pid_t pid = fork();
+		if (pid == 0) {
+			close(p[0]);
+			uint64_t t = 0;
+			if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0) {
+				t = now_ns();
+				t = bk_seccomp_install(i % 2 ? &minimal_f : &agent_f) == 0 ? now_ns() - t : 0;
+			}
+			_exit(write(p[1], &t, sizeof(t)) == sizeof(t) ? 0 : 1);
+		}
+		close(p[1]);
+		uint64_t t = 0;
+		if (pid < 0 || read(p[0], &t, sizeof(t)) != sizeof(t))
+			t = 0;
+		close(p[0]);
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+		if (t)
+			lat[i % 2][got[i % 2]++] = t;
+		else
+			errors++;
+	}
+	for (int k = 0; k < 2; k++)
+		qsort(lat[k], (size_t)got[k], sizeof(uint64_t), cmp_u64);
+	printf("{\"n\":%d,\"errors\":%d,\"agent_p50_us\":%.1f,\"minimal_p50_us\":%.1f}\n", n, errors,
+	       got[0] ? lat[0][(got[0] - 1) / 2] / 1e3 : 0, got[1] ? lat[1][(got[1] - 1) / 2] / 1e3 : 0);
+	free(lat[0]);
+	free(lat[1]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 6 && streq(argv[1], "exec")) {
@@ -395,6 +450,8 @@ int main(int argc, char **argv)
 			return 2;
 		return floor_main(n, (pid_t)atoi(argv[3]), argv[4], argv + 5, argc - 5);
 	}
-	fprintf(stderr, "usage: bk-bench exec SOCK SANDBOX[,SANDBOX...] N CONC | spawn N CMD [ARG...] | floor N PID CGROUP_DIR [V1_DIR...]\n");
+	if (argc == 3 && streq(argv[1], "seccomp") && atoi(argv[2]) > 0)
+		return seccomp_main(atoi(argv[2]));
+	fprintf(stderr, "usage: bk-bench exec SOCK SANDBOX[,SANDBOX...] N CONC | spawn N CMD [ARG...] | floor N PID CGROUP_DIR [V1_DIR...] | seccomp N\n");
 	return 2;
 }
