@@ -163,8 +163,9 @@ static int floor_child(void *arg)
 	return 106;
 }
 
-/* The limits the agent sets in an exec cgroup (its defaults), in those of
- * the files that the cgroup has. */
+/* The limits the agent sets in an exec cgroup by default (pids_max and
+ * memory_max of agent/parse/config.c), in those of the files that the
+ * cgroup has. */
 static int floor_limits(const char *path)
 {
 	static const char *const knobs[][2] = { { "pids.max", "256" }, { "memory.max", "536870912" },
