@@ -27,8 +27,8 @@ ver=$(cd "$(dirname "$0")/.." && git describe --always --dirty 2>/dev/null || ca
 
 # the plot: one CDF per series that has samples
 plot_note=
-series=(fork.txt "host fork+exec" unshare.txt "unshare -n" admin.txt "boxkite admin exec"
-	https.txt "boxkite HTTPS via the shim" runc.txt "runc exec")
+series=(fork.txt "host fork+exec" floor.txt "kernel floor (bk-bench floor)" unshare.txt "unshare -n"
+	admin.txt "boxkite admin exec" https.txt "boxkite HTTPS via the shim" runc.txt "runc exec")
 # the density run's, when it ran: admin-<N>pods.txt
 for f in "$S"/admin-*pods.txt; do
 	[ -e "$f" ] || continue
@@ -42,7 +42,7 @@ if ! command -v gnuplot >/dev/null; then
 else
 	plots=()
 	# one colour and dash per series, the same in every report
-	styles=("lc rgb '#000000' lw 2" "lc rgb '#8c8c8c' lw 2" "lc rgb '#1f5fbf' lw 3" "lc rgb '#e07000' lw 3"
+	styles=("lc rgb '#000000' lw 2" "lc rgb '#000000' lw 2 dt 2" "lc rgb '#8c8c8c' lw 2" "lc rgb '#1f5fbf' lw 3" "lc rgb '#e07000' lw 3"
 		"lc rgb '#c01818' lw 2" "lc rgb '#7a2fb0' lw 2 dt 2" "lc rgb '#7a2fb0' lw 2 dt 3")
 	xmin= xmax=
 	for ((i = 0; i < ${#series[@]}; i += 2)); do
@@ -84,7 +84,7 @@ set xrange [$(echo "$xmin / 1.3" | bc -l):$(echo "$xmax * 1.3" | bc -l)]
 set yrange [0:1.0]
 set ytics 0.1
 set grid xtics mxtics ytics lc rgb "gray85"
-set key below vertical maxrows 7 width 2
+set key below vertical maxrows 9 width 2
 $target
 plot ${gp%, }
 EOF
