@@ -114,8 +114,9 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbkagent.a $(BUILD)/libbkcommon.a
 $(BUILD)/tests/%: tests/tools/%.c $(BUILD)/libbkcommon.a
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(PKG_LIBS)
-# (its floor installs the agent's seccomp filter)
-$(BUILD)/tests/bk-bench: tests/tools/bk-bench.c $(BUILD)/obj/agent/isolate/seccomp.o $(BUILD)/libbkcommon.a
+# (its floor drops privileges and installs the seccomp filter as the exec child does)
+BENCH_AGENT_OBJS := $(addprefix $(BUILD)/obj/agent/,isolate/seccomp.o isolate/privs.o parse/procstatus.o)
+$(BUILD)/tests/bk-bench: tests/tools/bk-bench.c $(BENCH_AGENT_OBJS) $(BUILD)/libbkcommon.a
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(PKG_LIBS)
 

@@ -278,9 +278,9 @@ printf 'boxkite p50 / fork+exec p50   = %5.2fx   (%s; target <= 1.5x: %s)\n' "$r
 # the agent's limits (v2, CLONE_INTO_CGROUP; and v1 pids and memory where
 # the pod is in them, joined by the child), pid and mount namespaces with
 # a /proc of its own, a network namespace made beforehand (as the agent's
-# pool does), the privilege drop and the agent's seccomp filter; not in
-# it: the BPF links, the other v1 hierarchies, the /proc masks, every
-# read-back
+# pool does), the agent's own privilege drop (bk_privs_drop, its
+# read-back included) and seccomp filter; not in it: the BPF links, the
+# other v1 hierarchies, the /proc masks, the other read-backs
 if [ "$(jq '.n > 0 and ([.rounds_p50[] > 0] | all)' <<<"$floor")" = true ]; then
 	rf=$(echo "$(p50 "$floor") / $(p50 "$fork")" | bc -l)
 	rbf=$(echo "$(p50 "$boxk") / $(p50 "$floor")" | bc -l)

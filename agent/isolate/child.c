@@ -893,7 +893,6 @@ static int read_proc_masks(const struct bk_pod *pod, struct proc_masks *pm, stru
 }
 
 #if BK_SPAWN_DIRECT
-
 /* The children's stacks, kept for the next spawn: a fresh mapping per exec
  * costs its faults and, at its unmap, a TLB flush on every CPU the agent
  * runs on. A stack is the child's only until its execve (or its end). */

@@ -38,7 +38,7 @@
 
 /* spawn_direct: the child is born as the command, sharing the agent's
  * memory (x86-64: glibc has no clone3 that runs a function on a new stack,
- * child.c has one for x86-64) */
+ * lib/clone3.h has one for x86-64) */
 #if defined(__x86_64__)
 #define BK_SPAWN_DIRECT true
 #else

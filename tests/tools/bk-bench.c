@@ -14,7 +14,6 @@
  * the order measured (the plot's raw samples). BK_BENCH_CMD: the exec's
  * command instead of "true" (plain text: no quotes or backslashes). */
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -26,6 +25,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "agent/isolate/privs.h"
 #include "agent/isolate/seccomp.h"
 #include "lib/clone3.h"
 #include "lib/proto.h"
@@ -114,7 +114,7 @@ static void *exec_worker(void *arg)
 #define FLOOR_V1_MAX 2
 
 struct floor {
-	int self_net, mnt_fd;
+	int self_net, mnt_fd, cap_last;
 	const char *cgdir;                /* cgroup v2: the exec cgroups' parent */
 	const char *v1dir[FLOOR_V1_MAX];  /* v1 pids / memory: the same, where a limit is set */
 	int n_v1;
@@ -125,13 +125,14 @@ struct floor {
 };
 
 /* One iteration's child: what an exec's child does in the kernel (child.c),
- * without the agent's bookkeeping, masks or read-backs: it joins the v1
- * cgroups, enters the container's mount namespace and makes one of its own
- * with a /proc of its pid namespace, enters a fresh network namespace
- * (made beforehand, as the agent's pool makes them), drops its privileges,
- * installs the agent's seccomp filter and execs the same command. */
+ * without the agent's bookkeeping, masks or other read-backs: it joins the
+ * v1 cgroups, enters the container's mount namespace and makes one of its
+ * own with a /proc of its pid namespace, enters a fresh network namespace
+ * (made beforehand, as the agent's pool makes them), drops its privileges
+ * with the agent's own bk_privs_drop (its read-back included), installs
+ * the agent's seccomp filter and execs the same command. */
 struct floor_child {
-	int mnt_fd, net_fd;
+	int mnt_fd, net_fd, cap_last;
 	int v1_procs[FLOOR_V1_MAX], n_v1;
 	const struct bk_seccomp *filter;
 	char **argv;
@@ -150,13 +151,8 @@ static int floor_child(void *arg)
 		return 101;
 	if (setns(c->net_fd, CLONE_NEWNET) < 0)
 		return 102;
-	if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0)
+	if (bk_privs_drop(65534, 65534, c->cap_last) < 0)
 		return 103;
-	for (int cap = 0; cap <= 63; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno == EINVAL)
-			break;
-	if (setresuid(65534, 65534, 65534) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return 104;
 	if (bk_seccomp_install(c->filter) < 0)
 		return 105;
 	execve("/bin/sh", c->argv, envp);
@@ -207,7 +203,8 @@ static uint64_t floor_once(struct floor *F, int i)
 {
 #if defined(__x86_64__)
 	static char *argv[] = { "sh", "-c", "true", NULL };
-	struct floor_child c = { .mnt_fd = F->mnt_fd, .net_fd = -1, .filter = &F->filter, .argv = argv };
+	struct floor_child c = { .mnt_fd = F->mnt_fd, .net_fd = -1, .cap_last = F->cap_last, .filter = &F->filter,
+				 .argv = argv };
 	char cg[4096] = "", v1[FLOOR_V1_MAX][4096] = { "" };
 	const char *why = NULL;
 	int cgfd = -1, st = 0;
@@ -261,7 +258,7 @@ static uint64_t floor_once(struct floor *F, int i)
 	}
 	waitpid((pid_t)pid, &st, 0);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		why = "the child (100 v1 join, 101 mounts, 102 netns, 103-104 privileges, 105 seccomp, 106 execve)";
+		why = "the child (100 v1 join, 101 mounts, 102 netns, 103 privileges, 105 seccomp, 106 execve)";
 out:
 	if (cgfd >= 0)
 		close(cgfd);
@@ -312,6 +309,11 @@ static int floor_main(int n, pid_t target, const char *cgdir, char **v1dirs, int
 		fprintf(stderr, "bk-bench floor: cannot open %s: %s\n", p, strerror(errno));
 		return 1;
 	}
+	/* the agent's bounding set loop runs to the kernel's last capability */
+	_cleanup_free_ char *cl = NULL;
+	uint64_t v;
+	F.cap_last = read_file_at(AT_FDCWD, "/proc/sys/kernel/cap_last_cap", 64, &cl, NULL) == 0 &&
+				     (cl[strcspn(cl, "\n")] = '\0', parse_u64(cl, &v) == 0) && v < 64 ? (int)v : 63;
 	F.cgdir = cgdir;
 	for (int k = 0; k < n_v1; k++)
 		F.v1dir[F.n_v1++] = v1dirs[k];
