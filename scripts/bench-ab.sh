@@ -3,7 +3,7 @@
 # a change's effect on an exec's latency. Each agent runs with a sandbox
 # pod of its own; their execs (bk-bench, over the admin socket) alternate
 # in rounds, so that the machine's drift, which moves the p50 of runs a
-# minute apart by ±5% here, falls on both alike. Prints each round's p50,
+# minute apart by 5-10% here, falls on both alike. Prints each round's p50,
 # the pooled p25/p50/p75 of each, B/A, and each agent's phases (p50 of its
 # exec log lines). A measure, not a test: the targets are `make bench`'s.
 #   AB_ROUNDS (10), AB_N (execs per round, 100), AB_CONC (clients, 1),
@@ -74,8 +74,8 @@ printf 'B / A, p50: %.3f (%+d us)\n' "$(echo "$b50 / $a50" | bc -l)" $((b50 - a5
 # each agent's phases, p50 over its measured execs (the last R*N exec lines)
 for k in 0 1; do
 	printf '%s phases p50 us: ' "$([ $k = 0 ] && echo A || echo B)"
-	jq -rs --argjson n $((R * N)) '
-		[.[] | select(.event == "exec")] | .[-$n:] as $l
+	jq -nrR --argjson n $((R * N)) '
+		[inputs | fromjson? | select(.event == "exec")] | .[-$n:] as $l
 		| def p50(f): ([$l[] | f] | sort | .[(length - 1) / 2 | floor]);
 		  ["cgroup", "bpf", "netns", "spawn", "run", "receipt", "teardown"]
 		  | map(. as $k | "\($k) \(p50(.phases_us[$k] // 0))") | join(", ")
