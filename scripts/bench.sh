@@ -79,13 +79,29 @@ R=${BENCH_ROUNDS:-5}
 # one round of a measure: bk-bench's (or bk-load's) summary appended to
 # $D/NAME.rounds, its samples to $S/NAME.txt; the command's samples file
 # is $D/round.txt
+# and the CPU time the round took, as the kernel counts it: the whole
+# machine's busy time (/proc/stat: user, nice, system, irq, softirq; not
+# idle, iowait or steal), and the agent's own and its reaped children's
+# (/proc/PID/stat: the commands it ran), in clock ticks, to $D/NAME.cpu
+busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+agent_ticks() { awk '{print $14 + $15, $16 + $17}' "/proc/$AGENT_PID/stat"; }
 round() {
-	local name=$1
+	local name=$1 m0 m1 a0 c0 a1 c1
 	shift
 	rm -f "$D/round.txt"
+	m0=$(busy_ticks)
+	read -r a0 c0 < <(agent_ticks)
 	"$@" >>"$D/$name.rounds"
+	m1=$(busy_ticks)
+	read -r a1 c1 < <(agent_ticks)
+	echo "$(tail -1 "$D/$name.rounds" | jq .n) $((m1 - m0)) $((a1 - a0)) $((c1 - c0))" >>"$D/$name.cpu"
 	[ -s "$D/round.txt" ] && cat "$D/round.txt" >>"$S/$name.txt"
 	return 0
+}
+# CPU ms per exec of a measure taken in rounds: "machine agent children"
+cpu_per() {
+	awk -v hz="$(getconf CLK_TCK)" '{ n += $1; m += $2; a += $3; c += $4 }
+		END { if (n > 0) printf "%.2f %.2f %.2f\n", m * 1000 / hz / n, a * 1000 / hz / n, c * 1000 / hz / n }' "$D/$1.cpu"
 }
 # the pooled figures of a measure taken in rounds (bk-bench's fields, and
 # the rounds' p50s)
@@ -289,6 +305,13 @@ if [ "$(jq '.n > 0 and ([.rounds_p50[] > 0] | all)' <<<"$floor")" = true ]; then
 else
 	echo "kernel floor                  : not measured ($(jq .errors <<<"$floor") errors; bk-bench floor's first one is above)"
 fi
+# what an exec costs in CPU, 1 client: the latency above is bound by it
+# (2 cores, both busy: work moved off an exec's way still delays the next)
+read -r cf_m _ _ < <(cpu_per fork)
+read -r ca_m ca_a ca_c < <(cpu_per admin)
+read -r cl_m _ _ < <(cpu_per floor)
+printf 'CPU per exec, whole machine   : boxkite %.2f ms (agent %.2f, its commands %.2f from clone to exit, the rest %.2f: kernel threads, the client), fork+exec %.2f ms, kernel floor %.2f ms; boxkite / fork+exec %.2fx (reported)\n' \
+	"$ca_m" "$ca_a" "$ca_c" "$(echo "$ca_m - $ca_a - $ca_c" | bc -l)" "$cf_m" "$cl_m" "$(echo "$ca_m / $cf_m" | bc -l)"
 rw=$(echo "$(p50 "$boxk_cold") / $(p50 "$boxk_warm")" | bc -l)
 nwarm=$(jq -nR '[inputs | fromjson? | select(.event == "exec")] | "\([.[] | select(.warm)] | length) of \(length)"' "$D/cold.log")
 printf 'warm slots / made on request, p50 = %5.2fx (exec.warm_slots 2 against the default 0; %s execs of that agent took a slot; reported)\n' "$rw" "$(jq -r . <<<"$nwarm")"
