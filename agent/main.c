@@ -31,11 +31,14 @@
 
 /* ---- connections ------------------------------------------------------------------------
  *
- * Every open connection is a struct conn on one list, owned by the main
- * thread's epoll loop while it is parked (waiting for a frame) and by one
- * worker thread while a request on it is handled. A parked connection
- * costs no thread: a thread is made for a request whose frame is there,
- * and the connection goes back to the loop after the answer. Budgets,
+ * Every open connection is a struct conn on one list. The main thread's
+ * loop accepts them; while one is parked (waiting for a frame) it is in
+ * the connections' epoll set (cs.cepfd), where the idle request threads
+ * wait themselves: the thread the kernel wakes for a frame serves it, with
+ * no hand-over from one thread to another on the request's way in (on
+ * this machine type a thread's wake-up costs ~90 us). A parked connection
+ * costs no thread; the connection goes back to the set after the answer.
+ * Budgets,
  * checked at accept before anything else is spent on the caller:
  * per peer (bk_peer_key: the pod, or the uid outside pods) and in all on
  * the agent socket, and a separate one on the admin socket, so that
@@ -43,8 +46,8 @@
  * or the operator. A parked connection is dropped when its deadline
  * passes: the first frame's (a peer that connects and says nothing) or
  * the idle one between requests. A caller the kernel identifies as no
- * sandbox shim (or a non-root admin caller) is answered 403 from the loop
- * itself and dropped. */
+ * sandbox shim (or a non-root admin caller) is answered 403 and dropped
+ * before its frame is read. */
 
 static struct bk_agent agent;
 
@@ -57,7 +60,6 @@ struct conn {
 	uint64_t deadline;     /* parked: dropped at this time (ns, monotonic) */
 	struct bk_pod pod;
 	struct conn *prev, *next;
-	struct conn *qnext;    /* in the workers' queue */
 };
 
 struct peer_count {
@@ -67,14 +69,15 @@ struct peer_count {
 
 static struct {
 	pthread_mutex_t lock;
-	int epfd;
+	int epfd;  /* the loop's: the listening sockets, the signals */
+	int cepfd; /* the parked connections' (EPOLLONESHOT): the idle workers wait on it */
 	struct conn *head;
 	int n_shim, n_admin, n_busy;
 	struct peer_count *peers;
 	int n_peers, cap_peers;
 	uint64_t last_refusal_log;
 	uint64_t refusals_unlogged;
-} cs = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1 };
+} cs = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .cepfd = -1 };
 
 static int send_text(int fd, char *txt)
 {
@@ -144,20 +147,19 @@ static void conn_free_locked(struct conn *c)
 	free(c);
 }
 
-/* Under cs.lock: back to the loop, until deadline. */
+/* Under cs.lock: back to the set, until deadline. */
 static void conn_park_locked(struct conn *c, int after_ms)
 {
 	c->busy = false;
 	c->deadline = now_ns() + (uint64_t)after_ms * 1000000ull;
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = c };
-	if (epoll_ctl(cs.epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+	if (epoll_ctl(cs.cepfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
 		conn_free_locked(c);
 }
 
-/* One request of c (its frame is there), on its own thread. */
-static void *conn_request(void *arg)
+/* One request of c (its frame is there), on the worker that took it. */
+static void conn_request(struct conn *c)
 {
-	struct conn *c = arg;
 	char *req = NULL;
 	size_t len = 0;
 	bool keep = false;
@@ -182,73 +184,76 @@ static void *conn_request(void *arg)
 	else
 		conn_free_locked(c);
 	pthread_mutex_unlock(&cs.lock);
-	return NULL;
 }
 
-/* The request threads: kept for the next request, not made per request. A
- * thread made anew costs its stack's and its heap's first touches again
- * (glibc gives a cached stack back with its pages dropped): page faults,
- * each with TLB flushes, on every exec. At most WORKER_KEEP wait (a burst's
- * others end with their request: their stacks and heaps are not held); one
- * idle for WORKER_IDLE_S ends too. */
+/* The request threads (leader/followers): the idle ones wait in
+ * epoll_wait on the connections' set, and the one the kernel wakes for a
+ * frame serves that request itself (EPOLLONESHOT: one thread per frame).
+ * One always waits: the thread that takes the last waiter's place makes
+ * another before it serves (or the loop does, on its next sweep, if that
+ * failed). Kept for the next request, not made per request: a thread made
+ * anew costs its stack's and its heap's first touches again (glibc gives a
+ * cached stack back with its pages dropped), page faults, each with TLB
+ * flushes, on every exec. At most WORKER_KEEP wait (a burst's others end
+ * with their request: their stacks and heaps are not held); one idle for
+ * WORKER_IDLE_S ends too, unless it is the last one waiting. After the
+ * loop stops (SIGTERM), no thread takes a new request. */
 #define WORKER_IDLE_S 30
 #define WORKER_KEEP 4
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	struct conn *head, *tail;
-	int queued, idle;
-} wq = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	int waiting;   /* in epoll_wait, or made to be */
+	bool stopping; /* the loop has stopped: no new request is taken */
+} wk = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void conn_ready(struct conn *c, uint32_t events);
+static void *worker(void *arg);
+
+/* Under wk.lock: one more waiting thread. -1: none could be made. */
+static int worker_add_locked(void)
+{
+	if (thread_start_detached(worker, NULL, 0) != 0)
+		return -1;
+	wk.waiting++;
+	__atomic_store_n(&agent.req_waiting, wk.waiting, __ATOMIC_RELAXED);
+	return 0;
+}
 
 static void *worker(void *arg)
 {
-	struct conn *c = arg;
+	(void)arg;
 	for (;;) {
-		conn_request(c);
-		pthread_mutex_lock(&wq.lock);
-		if (wq.idle >= WORKER_KEEP && !wq.head) {
-			pthread_mutex_unlock(&wq.lock);
+		struct epoll_event ev;
+		int n = epoll_wait(cs.cepfd, &ev, 1, WORKER_IDLE_S * 1000);
+		bool intr = n < 0 && errno == EINTR;
+		pthread_mutex_lock(&wk.lock);
+		if (wk.stopping || (n <= 0 && !intr && wk.waiting > 1)) {
+			/* (a frame taken after the stop stays unread: the
+			 * connection is closed with the agent, as a parked one) */
+			wk.waiting--;
+			__atomic_store_n(&agent.req_waiting, wk.waiting, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&wk.lock);
 			return NULL;
 		}
-		wq.idle++;
-		__atomic_store_n(&agent.req_waiting, wq.idle, __ATOMIC_RELAXED);
-		struct timespec until = mono_after_ms(WORKER_IDLE_S * 1000);
-		while (!wq.head)
-			if (pthread_cond_timedwait(&wq.cv, &wq.lock, &until) == ETIMEDOUT && !wq.head)
-				break;
-		wq.idle--;
-		__atomic_store_n(&agent.req_waiting, wq.idle, __ATOMIC_RELAXED);
-		c = wq.head;
-		if (c) {
-			wq.head = c->qnext;
-			if (!wq.head)
-				wq.tail = NULL;
-			wq.queued--;
+		if (n <= 0) {
+			pthread_mutex_unlock(&wk.lock);
+			continue;
 		}
-		pthread_mutex_unlock(&wq.lock);
-		if (!c)
+		/* (if none can be made, the loop's sweep tries again) */
+		if (--wk.waiting == 0)
+			worker_add_locked();
+		__atomic_store_n(&agent.req_waiting, wk.waiting, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&wk.lock);
+		conn_ready(ev.data.ptr, ev.events);
+		pthread_mutex_lock(&wk.lock);
+		if (wk.waiting >= WORKER_KEEP || wk.stopping) {
+			pthread_mutex_unlock(&wk.lock);
 			return NULL;
+		}
+		wk.waiting++;
+		__atomic_store_n(&agent.req_waiting, wk.waiting, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&wk.lock);
 	}
-}
-
-/* c to a waiting thread, else to a new one. -1: no thread could be made. */
-static int worker_take(struct conn *c)
-{
-	pthread_mutex_lock(&wq.lock);
-	if (wq.idle > wq.queued) {
-		c->qnext = NULL;
-		if (wq.tail)
-			wq.tail->qnext = c;
-		else
-			wq.head = c;
-		wq.tail = c;
-		wq.queued++;
-		pthread_cond_signal(&wq.cv);
-		pthread_mutex_unlock(&wq.lock);
-		return 0;
-	}
-	pthread_mutex_unlock(&wq.lock);
-	return thread_start_detached(worker, c, 0) == 0 ? 0 : -1;
 }
 
 /* Rate-limited: one line per second, with how many went unlogged. */
@@ -327,7 +332,7 @@ static void accept_all(int lfd, enum bk_caller_kind kind)
 		c->busy = false;
 		c->deadline = now_ns() + (uint64_t)L->first_frame_ms * 1000000ull;
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = c };
-		if (epoll_ctl(cs.epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		if (epoll_ctl(cs.cepfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 			conn_free_locked(c);
 		pthread_mutex_unlock(&cs.lock);
 	}
@@ -361,7 +366,8 @@ static bool identify(struct conn *c)
 	return false;
 }
 
-/* c has something to read (a frame, or its hang-up). */
+/* c has something to read (a frame, or its hang-up): on the worker the
+ * kernel woke for it, which serves the request itself. */
 static void conn_ready(struct conn *c, uint32_t events)
 {
 	pthread_mutex_lock(&cs.lock);
@@ -375,19 +381,15 @@ static void conn_ready(struct conn *c, uint32_t events)
 	pthread_mutex_unlock(&cs.lock);
 	bool go = c->identified || (c->identified = identify(c));
 	pthread_mutex_lock(&cs.lock);
-	if (go) {
-		cs.n_busy++;
-		__atomic_store_n(&agent.req_serving, cs.n_busy, __ATOMIC_RELAXED);
-		if (worker_take(c) < 0) {
-			cs.n_busy--;
-			__atomic_store_n(&agent.req_serving, cs.n_busy, __ATOMIC_RELAXED);
-			log_refusal(c->kind == BK_CALLER_ADMIN ? "admin" : "agent", c->key, "cannot start a thread");
-			go = false;
-		}
-	}
-	if (!go)
+	if (!go) {
 		conn_free_locked(c);
+		pthread_mutex_unlock(&cs.lock);
+		return;
+	}
+	cs.n_busy++;
+	__atomic_store_n(&agent.req_serving, cs.n_busy, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cs.lock);
+	conn_request(c);
 }
 
 /* Drop the parked connections whose deadline passed. */
@@ -651,7 +653,7 @@ static void log_startup_warnings(const struct bk_config *c)
 			  c->layer_seccomp ? "on" : "off");
 }
 
-/* The loop: accept, hand frames to threads, drop what passed its
+/* The loop: accept (the workers take the frames), drop what passed its
  * deadline; until SIGTERM/SIGINT arrives on sfd. */
 static void serve(int lfd, int afd, int sfd)
 {
@@ -663,6 +665,10 @@ static void serve(int lfd, int afd, int sfd)
 	epoll_ctl(cs.epfd, EPOLL_CTL_ADD, afd, &ev);
 	ev.data.ptr = &tag_sfd;
 	epoll_ctl(cs.epfd, EPOLL_CTL_ADD, sfd, &ev);
+	pthread_mutex_lock(&wk.lock);
+	if (worker_add_locked() < 0) /* (the sweep tries again) */
+		log_errorf("worker", "cannot start a request thread: %s", strerror(errno));
+	pthread_mutex_unlock(&wk.lock);
 	uint64_t next_sweep = 0;
 	for (;;) {
 		struct epoll_event evs[64];
@@ -677,11 +683,14 @@ static void serve(int lfd, int afd, int sfd)
 				accept_all(lfd, BK_CALLER_SHIM);
 			else if (p == &tag_afd)
 				accept_all(afd, BK_CALLER_ADMIN);
-			else
-				conn_ready(p, evs[i].events);
 		}
 		if (now_ns() >= next_sweep) {
 			sweep();
+			/* none waiting: the last one could not make its successor */
+			pthread_mutex_lock(&wk.lock);
+			if (wk.waiting == 0 && worker_add_locked() < 0)
+				log_refusal("agent", "-", "cannot start a thread for the next request");
+			pthread_mutex_unlock(&wk.lock);
 			next_sweep = now_ns() + 100000000ull;
 		}
 	}
@@ -752,7 +761,6 @@ static void log_limits(const struct bk_limits *L)
 
 int main(int argc, char **argv)
 {
-	mono_cond_init(&wq.cv); /* worker()'s idle wait */
 	struct bk_config *c = &agent.cfg;
 	bk_config_defaults(c);
 	bool check_only = false;
@@ -783,7 +791,8 @@ int main(int argc, char **argv)
 	agent.start_ns = now_ns();
 	agent_limits(&agent.limits);
 	cs.epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (cs.epfd < 0) {
+	cs.cepfd = epoll_create1(EPOLL_CLOEXEC);
+	if (cs.epfd < 0 || cs.cepfd < 0) {
 		fprintf(stderr, "boxkite-agent: epoll: %s\n", strerror(errno));
 		return 1;
 	}
@@ -851,6 +860,9 @@ int main(int argc, char **argv)
 	log_infof("started", "boxkite-agent %s listening on %s (admin %s), bpffs %s", BK_VERSION, c->socket,
 		  c->admin_socket, c->bpffs);
 	serve(lfd, afd, sfd);
+	pthread_mutex_lock(&wk.lock);
+	wk.stopping = true;
+	pthread_mutex_unlock(&wk.lock);
 	log_infof("stopping", "signal received: draining");
 	bk_events_shutdown();
 	close(lfd);
