@@ -166,9 +166,11 @@ static void conn_request(struct conn *c)
 	int r = bk_recv_msg(c->fd, BK_REQ_MAX, &req, &len);
 	if (r == 0) {
 		bk_api_client_fd = c->fd;
+		bk_later_open(); /* what the answer does not wait for (an exec's cgroups' removal) */
 		char *resp = bk_api_handle(&agent, c->kind, c->kind == BK_CALLER_SHIM ? &c->pod : NULL, req, len);
 		free(req);
 		keep = send_text(c->fd, resp) == 0;
+		bk_later_close();
 	} else if (r < 0 && r != -ECONNRESET && r != -EPIPE) {
 		/* answer once with the reason, then drop the connection */
 		send_text(c->fd, bk_api_error(400, "bad_frame", "%s",

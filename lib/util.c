@@ -119,6 +119,35 @@ int thread_start_detached(void *(*fn)(void *), void *arg, size_t stack)
 	return r;
 }
 
+static __thread struct {
+	bool open;
+	int n;
+	struct { void (*fn)(void *); void *arg; } w[BK_LATER_MAX];
+} later;
+
+void bk_later_open(void)
+{
+	later.open = true;
+}
+
+int bk_later(void (*fn)(void *), void *arg)
+{
+	if (!later.open || later.n == BK_LATER_MAX)
+		return -1;
+	later.w[later.n].fn = fn;
+	later.w[later.n].arg = arg;
+	later.n++;
+	return 0;
+}
+
+void bk_later_close(void)
+{
+	later.open = false;
+	for (int i = 0; i < later.n; i++)
+		later.w[i].fn(later.w[i].arg);
+	later.n = 0;
+}
+
 int mkdir_p(const char *path, mode_t mode)
 {
 	char buf[4096];

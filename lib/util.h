@@ -82,5 +82,15 @@ void mono_cond_init(pthread_cond_t *c);
 /* A detached thread running fn(arg); stack: its size (0: the default).
  * 0, or pthread_create's error number. */
 int thread_start_detached(void *(*fn)(void *), void *arg, size_t stack);
+/* Work for after a request's answer. A request thread opens a window
+ * (bk_later_open) before it handles the request and closes it after the
+ * answer is sent (bk_later_close), which runs, in order, what bk_later was
+ * given meanwhile: work the answer does not depend on, off its way. Outside
+ * a window (another thread), or with BK_LATER_MAX already waiting,
+ * bk_later returns -1 and the caller does the work itself, at once. */
+#define BK_LATER_MAX 16
+void bk_later_open(void);
+int bk_later(void (*fn)(void *), void *arg);
+void bk_later_close(void);
 /* mkdir -p, mode for every created component. */
 int mkdir_p(const char *path, mode_t mode);

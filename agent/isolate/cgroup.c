@@ -432,21 +432,79 @@ void bk_exec_cg_setup_done(struct bk_exec_cg *cg)
 		closep(&cg->v1[i].procs_fd);
 }
 
-int bk_exec_cg_destroy(struct bk_exec_cg *cg)
+/* The exec's own directories: v2 first, then each v1 one that is not the
+ * container's (shared). */
+static int own_dirs(const struct bk_exec_cg *cg, const char **out)
 {
-	closep(&cg->v2_fd);
-	int r = 0, e;
-	if ((e = rmdir_retry(cg->v2)) < 0)
-		r = e;
+	int n = 0;
+	if (cg->v2[0])
+		out[n++] = cg->v2;
+	for (int i = 0; i < cg->n_v1; i++)
+		if (!cg->v1[i].shared && cg->v1[i].path[0])
+			out[n++] = cg->v1[i].path;
+	return n;
+}
+
+/* cg as destroy leaves it: its fds closed, no directory */
+static void forget(struct bk_exec_cg *cg)
+{
+	bk_exec_cg_setup_done(cg);
 	for (int i = 0; i < cg->n_v1; i++) {
-		closep(&cg->v1[i].procs_fd);
-		if (!cg->v1[i].shared && (e = rmdir_retry(cg->v1[i].path)) < 0)
-			r = e;
 		cg->v1[i].shared = false;
 		cg->v1[i].path[0] = '\0';
 	}
 	cg->n_v1 = 0;
 	cg->v2[0] = cg->pids[0] = cg->memory[0] = '\0';
+}
+
+static int remove_dirs(const char *const *d, int n)
+{
+	int r = 0, e;
+	for (int i = 0; i < n; i++)
+		if ((e = rmdir_retry(d[i])) < 0)
+			r = e;
+	return r;
+}
+
+int bk_exec_cg_destroy(struct bk_exec_cg *cg)
+{
+	const char *d[1 + BK_CG_V1_MAX];
+	bk_exec_cg_setup_done(cg);
+	int r = remove_dirs(d, own_dirs(cg, d));
+	forget(cg);
+	return r;
+}
+
+struct bk_exec_cg_dirs {
+	int n;
+	char *d[1 + BK_CG_V1_MAX];
+	char text[]; /* the paths, one after the other */
+};
+
+struct bk_exec_cg_dirs *bk_exec_cg_take_dirs(struct bk_exec_cg *cg)
+{
+	const char *d[1 + BK_CG_V1_MAX];
+	int n = own_dirs(cg, d);
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += strlen(d[i]) + 1;
+	struct bk_exec_cg_dirs *t = malloc(sizeof(*t) + len);
+	if (!t)
+		return NULL;
+	char *p = t->text;
+	for (int i = 0; i < n; i++) {
+		t->d[i] = p;
+		p = stpcpy(p, d[i]) + 1;
+	}
+	t->n = n;
+	forget(cg);
+	return t;
+}
+
+int bk_exec_cg_dirs_remove(struct bk_exec_cg_dirs *t)
+{
+	int r = remove_dirs((const char *const *)t->d, t->n);
+	free(t);
 	return r;
 }
 

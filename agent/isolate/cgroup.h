@@ -91,6 +91,13 @@ int bk_exec_cg_term(const struct bk_exec_cg *cg, bool *init_killed);
 void bk_exec_cg_setup_done(struct bk_exec_cg *cg);
 /* Remove the cgroup directories (after kill). Closes fds. */
 int bk_exec_cg_destroy(struct bk_exec_cg *cg);
+/* The directories bk_exec_cg_destroy would remove, moved out of cg (left
+ * as destroy leaves it, its fds closed) to be removed later, elsewhere, by
+ * bk_exec_cg_dirs_remove (which frees them; same result as destroy's).
+ * NULL: out of memory, cg untouched. */
+struct bk_exec_cg_dirs;
+struct bk_exec_cg_dirs *bk_exec_cg_take_dirs(struct bk_exec_cg *cg);
+int bk_exec_cg_dirs_remove(struct bk_exec_cg_dirs *d);
 /* The v1 cgroup.procs descriptors of cg (hybrid hosts: one per v1
  * hierarchy the exec path uses), for a process that must join them itself
  * by writing "0" (the exec child; the file helper, across its exec). At

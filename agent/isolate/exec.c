@@ -459,6 +459,50 @@ static uint64_t unix_ns(void)
 
 /* ---- teardown: whatever the steps made, in every case ---------------------- */
 
+/* The exec's cgroup directories removed (dr: their removal's result):
+ * then its crash-recovery record. */
+static void removed(const struct bk_config *cfg, const char *exec_id, bool recorded, int dr)
+{
+	if (dr < 0)
+		log_errorf("exec_cleanup", "exec %s: cannot remove its cgroups (left for the next agent start): %s",
+			   exec_id, strerror(-dr));
+	else if (recorded)
+		bk_exec_record_remove(cfg, exec_id);
+}
+
+struct removal {
+	struct bk_exec_cg_dirs *dirs;
+	const struct bk_config *cfg;
+	bool recorded;
+	char exec_id[sizeof(((struct bk_exec_result *)0)->exec_id)];
+};
+
+static void remove_now(void *arg)
+{
+	struct removal *rm = arg;
+	removed(rm->cfg, rm->exec_id, rm->recorded, bk_exec_cg_dirs_remove(rm->dirs));
+	free(rm);
+}
+
+/* After the answer (bk_later): the answer depends on none of it (its
+ * processes are gone, its receipt read), and its ~100 us are off the
+ * request's way. A crash before then leaves the record: the next start
+ * removes what it names (recover.c). Without a request's window, now. */
+static void remove_later(struct exec_ctx *x)
+{
+	struct removal *rm = malloc(sizeof(*rm));
+	if (!rm || !(rm->dirs = bk_exec_cg_take_dirs(&x->cg))) {
+		free(rm); /* out of memory: here and now */
+		removed(x->cfg, x->res->exec_id, x->recorded, bk_exec_cg_destroy(&x->cg));
+		return;
+	}
+	rm->cfg = x->cfg;
+	rm->recorded = x->recorded;
+	snprintf(rm->exec_id, sizeof(rm->exec_id), "%s", x->res->exec_id);
+	if (bk_later(remove_now, rm) < 0)
+		remove_now(rm);
+}
+
 static void teardown(struct exec_ctx *x)
 {
 	struct bk_engine *e = x->e;
@@ -497,12 +541,7 @@ static void teardown(struct exec_ctx *x)
 		bk_filter_retire(e->filter, &x->att);
 	/* (its pins go when the kernel has released the cgroup: the event
 	 * thread reaps them, off the request's path) */
-	int dr = bk_exec_cg_destroy(&x->cg);
-	if (dr < 0)
-		log_errorf("exec_cleanup", "exec %s: cannot remove its cgroups (left for the next agent start): %s",
-			   res->exec_id, strerror(-dr));
-	else if (x->recorded)
-		bk_exec_record_remove(x->cfg, res->exec_id);
+	remove_later(x);
 	closep(&x->pidfd);
 	closep(&x->go_fd);
 	closep(&x->info_fd);

@@ -12,6 +12,7 @@
 #include "lib/util.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 static void test_closep_forgets(void **state)
@@ -46,11 +47,54 @@ static void test_cleanup_close(void **state)
 	(void)none;
 }
 
+/* bk_later: work for after a request's answer (an exec's cgroups'
+ * removal, agent/isolate/exec.c) runs when the window closes, in order;
+ * outside a window, on another thread, or past BK_LATER_MAX, the caller is
+ * told to do it at once (-1), so that nothing given to it is ever lost. */
+static char order[BK_LATER_MAX + 8];
+static int n_order;
+static void note(void *arg) { order[n_order++] = (char)(intptr_t)arg; }
+
+static void *other_thread(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)bk_later(note, (void *)'x');
+}
+
+static void test_later(void **state)
+{
+	(void)state;
+	n_order = 0;
+	assert_int_equal(bk_later(note, (void *)'a'), -1); /* no window */
+	bk_later_open();
+	assert_int_equal(bk_later(note, (void *)'b'), 0);
+	assert_int_equal(bk_later(note, (void *)'c'), 0);
+	pthread_t t;
+	void *r;
+	assert_int_equal(pthread_create(&t, NULL, other_thread, NULL), 0);
+	assert_int_equal(pthread_join(t, &r), 0);
+	assert_int_equal((intptr_t)r, -1); /* the window is this thread's */
+	assert_int_equal(n_order, 0);      /* nothing ran yet */
+	bk_later_close();
+	assert_int_equal(n_order, 2);
+	assert_memory_equal(order, "bc", 2);
+	assert_int_equal(bk_later(note, (void *)'d'), -1); /* closed again */
+	/* full: the one past BK_LATER_MAX is refused, the others all run */
+	n_order = 0;
+	bk_later_open();
+	for (int i = 0; i < BK_LATER_MAX; i++)
+		assert_int_equal(bk_later(note, (void *)'e'), 0);
+	assert_int_equal(bk_later(note, (void *)'f'), -1);
+	bk_later_close();
+	assert_int_equal(n_order, BK_LATER_MAX);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_closep_forgets),
 		cmocka_unit_test(test_cleanup_close),
+		cmocka_unit_test(test_later),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
