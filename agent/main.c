@@ -169,6 +169,12 @@ static void conn_request(struct conn *c)
 		bk_later_open(); /* what the answer does not wait for (an exec's cgroups' removal) */
 		char *resp = bk_api_handle(&agent, c->kind, c->kind == BK_CALLER_SHIM ? &c->pod : NULL, req, len);
 		free(req);
+		/* ... nor waits for the answer: one that may not go at once (more
+		 * than a chunk, or a caller whose socket is full: it stopped
+		 * reading a stream) goes after that work, not before it */
+		struct pollfd pf = { .fd = c->fd, .events = POLLOUT };
+		if (!resp || strlen(resp) > BK_CHUNK_MAX || poll(&pf, 1, 0) != 1 || !(pf.revents & POLLOUT))
+			bk_later_close();
 		keep = send_text(c->fd, resp) == 0;
 		bk_later_close();
 	} else if (r < 0 && r != -ECONNRESET && r != -EPIPE) {

@@ -85,7 +85,8 @@ int thread_start_detached(void *(*fn)(void *), void *arg, size_t stack);
 /* Work for after a request's answer. A request thread opens a window
  * (bk_later_open) before it handles the request and closes it after the
  * answer is sent (bk_later_close), which runs, in order, what bk_later was
- * given meanwhile: work the answer does not depend on, off its way. Outside
+ * given meanwhile: work the answer does not depend on, off its way (a
+ * second close runs nothing: a send that may wait closes it before). Outside
  * a window (another thread), or with BK_LATER_MAX already waiting,
  * bk_later returns -1 and the caller does the work itself, at once. */
 #define BK_LATER_MAX 16
