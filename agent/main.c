@@ -35,8 +35,8 @@
  * loop accepts them; while one is parked (waiting for a frame) it is in
  * the connections' epoll set (cs.cepfd), where the idle request threads
  * wait themselves: the thread the kernel wakes for a frame serves it, with
- * no hand-over from one thread to another on the request's way in (on
- * this machine type a thread's wake-up costs ~90 us). A parked connection
+ * no hand-over from one thread to another on the request's way in (a
+ * second wake-up, tens of microseconds on a virtual machine). A parked connection
  * costs no thread; the connection goes back to the set after the answer.
  * Budgets,
  * checked at accept before anything else is spent on the caller:

@@ -469,7 +469,7 @@ static int remove_dirs(const char *const *d, int n)
 int bk_exec_cg_destroy(struct bk_exec_cg *cg)
 {
 	const char *d[1 + BK_CG_V1_MAX];
-	bk_exec_cg_setup_done(cg);
+	bk_exec_cg_setup_done(cg); /* (its fds first, as forget does after) */
 	int r = remove_dirs(d, own_dirs(cg, d));
 	forget(cg);
 	return r;
