@@ -445,10 +445,9 @@ static int own_dirs(const struct bk_exec_cg *cg, const char **out)
 	return n;
 }
 
-/* cg as destroy leaves it: its fds closed, no directory */
+/* cg as destroy leaves it: no directory (its fds closed before) */
 static void forget(struct bk_exec_cg *cg)
 {
-	bk_exec_cg_setup_done(cg);
 	for (int i = 0; i < cg->n_v1; i++) {
 		cg->v1[i].shared = false;
 		cg->v1[i].path[0] = '\0';
@@ -469,7 +468,7 @@ static int remove_dirs(const char *const *d, int n)
 int bk_exec_cg_destroy(struct bk_exec_cg *cg)
 {
 	const char *d[1 + BK_CG_V1_MAX];
-	bk_exec_cg_setup_done(cg); /* (its fds first, as forget does after) */
+	bk_exec_cg_setup_done(cg);
 	int r = remove_dirs(d, own_dirs(cg, d));
 	forget(cg);
 	return r;
@@ -497,6 +496,7 @@ struct bk_exec_cg_dirs *bk_exec_cg_take_dirs(struct bk_exec_cg *cg)
 		p = stpcpy(p, d[i]) + 1;
 	}
 	t->n = n;
+	bk_exec_cg_setup_done(cg);
 	forget(cg);
 	return t;
 }
