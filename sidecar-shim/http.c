@@ -471,16 +471,13 @@ static bool is_transport_malformed(int e)
 }
 
 /* An /exec answer (or a stream's exit event) in the metrics. */
-static void count_exec(const char *body, size_t len)
+static void count_exec(const struct upstream_reply *ar)
 {
-	cJSON *b = cJSON_ParseWithLength(body, len);
-	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(b, "exit_code");
 	pthread_mutex_lock(&metrics.lock);
 	metrics.exec_total++;
-	if (!cJSON_IsNumber(ec) || ec->valuedouble != 0)
+	if (!ar->exit_zero)
 		metrics.exec_errors++;
 	pthread_mutex_unlock(&metrics.lock);
-	cJSON_Delete(b);
 }
 
 static enum MHD_Result forward_stream(struct shim *s, struct MHD_Connection *c, struct req *r, const char *frame,
@@ -531,7 +528,7 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
 		upstream_health_invalidate(&s->upstream); /* /health: the new session id */
 	}
 	if (r->route->kind == R_EXEC && ar.status == 200)
-		count_exec(ar.body, ar.len);
+		count_exec(&ar);
 	return respond(s, c, r, ar.status, ar.content_type, ar.body, ar.len, true);
 }
 
@@ -591,7 +588,7 @@ static char *stream_line(const char *resp, size_t rlen, bool *more, size_t *len)
 			return NULL;
 		ar.len = strlen(ar.body);
 	} else if (!ar.more) {
-		count_exec(ar.body, ar.len);
+		count_exec(&ar);
 	}
 	char *l = realloc(ar.body, ar.len + 2);
 	if (!l) {
@@ -755,6 +752,15 @@ struct conn_state {
 	struct conn_state *prev, *next;
 };
 
+/* Under conns_lock: a connection's deadline is now `deadline`. The
+ * watchdog is woken only when it would otherwise sleep past it; a later
+ * deadline (a request's end, nearly always) it finds when it next wakes. */
+static void wake_watchdog(struct shim *s, uint64_t deadline)
+{
+	if (deadline && (s->watchdog_wake == 0 || deadline < s->watchdog_wake))
+		pthread_cond_signal(&s->conns_cond);
+}
+
 static void notify_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 			      enum MHD_ConnectionNotificationCode toe)
 {
@@ -772,7 +778,7 @@ static void notify_connection(void *cls, struct MHD_Connection *c, void **socket
 		if (s->conns)
 			s->conns->prev = cs;
 		s->conns = cs;
-		pthread_cond_signal(&s->conns_cond);
+		wake_watchdog(s, cs->deadline);
 		pthread_mutex_unlock(&s->conns_lock);
 		*socket_context = cs;
 	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
@@ -798,8 +804,7 @@ static void set_deadline(struct shim *s, struct MHD_Connection *c, bool in_reque
 		return;
 	pthread_mutex_lock(&s->conns_lock);
 	cs->deadline = in_request ? 0 : now_ns() + (uint64_t)s->conn_timeout * 1000000000ull;
-	if (!in_request)
-		pthread_cond_signal(&s->conns_cond);
+	wake_watchdog(s, cs->deadline);
 	pthread_mutex_unlock(&s->conns_lock);
 }
 
@@ -825,6 +830,7 @@ static void *conn_watchdog(void *arg)
 			log_info("closed connections that did not send their request headers in time", LI("count", n),
 				 LI("timeout_s", s->conn_timeout), LI("suppressed", dropped));
 		/* Sleep until the earliest deadline; no wake-ups while idle. */
+		s->watchdog_wake = next;
 		if (next == 0) {
 			pthread_cond_wait(&s->conns_cond, &s->conns_lock);
 		} else {

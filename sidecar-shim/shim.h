@@ -101,6 +101,7 @@ struct upstream_reply {
 	char *body;               /* owned, malloc'd */
 	size_t len;
 	bool more;                /* a streamed answer: more frames follow ("more": true) */
+	bool exit_zero;           /* the body's "exit_code" is 0 */
 };
 int upstream_init(struct upstream_pool *a, const char *path);
 void upstream_done(struct upstream_pool *a);
@@ -171,6 +172,7 @@ struct shim {
 	struct conn_state *conns;
 	pthread_t watchdog;
 	bool watchdog_started, watchdog_stop;
+	uint64_t watchdog_wake; /* the watchdog's next wake-up (ns; 0: none, it waits to be told) */
 
 	/* tls.c */
 	void *ssl_ctx; /* SSL_CTX * */

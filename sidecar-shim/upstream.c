@@ -16,6 +16,7 @@
 #include "lib/proto.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <poll.h>
 #include <sys/time.h>
 
@@ -206,6 +207,57 @@ static const char *known_content_type(const char *ct)
 	return NULL;
 }
 
+/* The text of the reply's "body" as the agent wrote it, when the reply has
+ * the agent's shape: its members among status, more and content_type (each
+ * once; none of their keys or values is the string "body"), then "body"
+ * last, and no escape or control byte before it. The first "body" token in the text is
+ * then that key (in JSON text a quote inside a string is escaped, so the
+ * six bytes "body" are a whole string token). The parse before this one
+ * checked that the whole reply is JSON, so the text up to the reply's own
+ * closing brace is the body's JSON. It saves printing the parsed body
+ * again (a receipt is about 9 KB). NULL when the shape is another: the
+ * caller prints. */
+static const char *body_span(const char *resp, const char *end, const cJSON *root, const cJSON *body, size_t *n)
+{
+	unsigned seen = 0;
+	for (const cJSON *it = root->child; it; it = it->next) {
+		static const char *const keys[] = { "status", "more", "content_type" };
+		unsigned k = 0;
+		if (it == body)
+			break;
+		while (k < ARRAY_SIZE(keys) && !streq(it->string, keys[k]))
+			k++;
+		if (k == ARRAY_SIZE(keys) || (seen & (1u << k)))
+			return NULL;
+		seen |= 1u << k;
+	}
+	if (body->next || !end || end <= resp)
+		return NULL;
+	const char *b = memmem(resp, (size_t)(end - resp), "\"body\"", 6);
+	if (!b)
+		return NULL;
+	for (const char *c = resp; c < b; c++)
+		if (*c == '\\' || ((unsigned char)*c < 0x20 && *c != '\t' && *c != '\n' && *c != '\r'))
+			return NULL; /* an escape or a NUL: a key can read "body" without those bytes */
+	for (b += 6; b < end && isspace((unsigned char)*b); b++)
+		;
+	if (b == end || *b != ':')
+		return NULL;
+	for (b++; b < end && isspace((unsigned char)*b); b++)
+		;
+	const char *e = end - 1; /* the reply's own closing brace */
+	while (e > b && isspace((unsigned char)*e))
+		e--;
+	if (*e != '}')
+		return NULL;
+	for (e--; e > b && isspace((unsigned char)*e); e--)
+		;
+	if (e <= b || *b != '{' || *e != '}' || memchr(b, '\0', (size_t)(e - b)))
+		return NULL;
+	*n = (size_t)(e - b) + 1;
+	return b;
+}
+
 int upstream_parse_reply(const char *resp, size_t len, struct upstream_reply *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -243,12 +295,19 @@ int upstream_parse_reply(const char *resp, size_t len, struct upstream_reply *ou
 		if (!cJSON_IsString(text))
 			return -EBADMSG;
 		out->body = strdup(text->valuestring);
+		if (!out->body)
+			return -ENOMEM;
+		out->len = strlen(out->body);
 	} else {
-		out->body = cJSON_PrintUnformatted(body);
+		size_t n = 0;
+		const char *span = body_span(resp, end, root, body, &n);
+		out->body = span ? strndup(span, n) : cJSON_PrintUnformatted(body);
+		if (!out->body)
+			return -ENOMEM;
+		out->len = span ? n : strlen(out->body);
 	}
-	if (!out->body)
-		return -ENOMEM;
-	out->len = strlen(out->body);
+	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(body, "exit_code");
+	out->exit_zero = cJSON_IsNumber(ec) && ec->valuedouble == 0;
 	out->status = (unsigned)d;
 	out->content_type = ct;
 	return 0;

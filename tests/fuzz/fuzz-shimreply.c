@@ -22,11 +22,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(r.status >= 200 && r.status <= 599, "status %u accepted", r.status);
 	CHECK(r.body && strlen(r.body) == r.len, "body length %zu", r.len);
 	CHECK(r.content_type != NULL, "no content type");
+	cJSON *o = cJSON_ParseWithLength((const char *)data, size);
+	const cJSON *ob = cJSON_GetObjectItemCaseSensitive(o, "body");
 	if (streq(r.content_type, "application/json")) {
+		/* the body relayed (the agent's text, or the parsed body printed
+		 * again) is the reply's body, member for member and in order
+		 * (printed alike; cJSON_Compare matches duplicate keys to the
+		 * first one) */
 		cJSON *b = cJSON_ParseWithLength(r.body, r.len);
 		CHECK(cJSON_IsObject(b), "a JSON answer whose body is not an object: %.100s", r.body);
+		char *pb = cJSON_PrintUnformatted(b), *po = cJSON_PrintUnformatted(ob);
+		CHECK(pb && po && streq(pb, po), "the body relayed is not the reply's: %.100s", r.body);
+		free(pb);
+		free(po);
 		cJSON_Delete(b);
 	}
+	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(ob, "exit_code");
+	CHECK(r.exit_zero == (cJSON_IsNumber(ec) && ec->valuedouble == 0), "exit_zero %d", r.exit_zero);
+	cJSON_Delete(o);
 	if (r.more) {
 		cJSON *o = cJSON_ParseWithLength((const char *)data, size);
 		CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "more")), "more without \"more\": true");

@@ -88,10 +88,36 @@ def cmd_slow(a):
     return 0
 
 
+def read_answer(s):
+    """One keep-alive answer: its headers, then Content-Length bytes."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        c = s.recv(4096)
+        if not c:
+            raise ConnectionResetError("eof before the answer")
+        data += c
+    head, body = data.split(b"\r\n\r\n", 1)
+    n = 0
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"content-length":
+            n = int(v)
+    while len(body) < n:
+        c = s.recv(4096)
+        if not c:
+            raise ConnectionResetError("eof in the answer")
+        body += c
+
+
 def cmd_trickle(a):
     """Request headers one byte every --interval seconds: never idle long
-    enough for an inactivity timeout. Prints "closed <s>" or "open <s>"."""
+    enough for an inactivity timeout. With --after-request, on a keep-alive
+    connection after one whole request and its answer (the clock starts at
+    the answer). Prints "closed <s>" or "open <s>"."""
     s = connect(a.port, a.tls)
+    if a.after_request:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        read_answer(s)
     req = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 200
     t0 = time.monotonic()
     for b in req:
@@ -280,6 +306,7 @@ def main():
     p.add_argument("--tls", action="store_true")
     p.add_argument("--interval", type=float, default=0.5)
     p.add_argument("--limit", type=float, default=20)
+    p.add_argument("--after-request", action="store_true")
     p = sub.add_parser("plain")
     p.add_argument("--port", type=int, required=True)
     p = sub.add_parser("raw")

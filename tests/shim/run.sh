@@ -621,6 +621,12 @@ if start_shim PLAIN "$P_PLAIN" SIDECAR_TLS_DISABLED=true SIDECAR_AUTH_TOKEN_FILE
 	if [ "$st" = closed ] && awk -v e="$el" 'BEGIN{exit !(e >= 2 && e <= 6)}'; then
 		ok "plain HTTP: trickled headers closed by the header deadline after ${el}s"
 	else notok "plain trickled headers" "$st after ${el}s"; fi
+	# the next request's headers on a keep-alive connection: due within
+	# SIDECAR_CONN_TIMEOUT (3 s) of the answer before them
+	read -r st el < <(python3 "$CLIENT" trickle --port "$P_PLAIN" --interval 0.5 --limit 20 --after-request)
+	if [ "$st" = closed ] && awk -v e="$el" 'BEGIN{exit !(e >= 2 && e <= 6)}'; then
+		ok "plain HTTP: a second request's trickled headers closed by the deadline after the first answer (${el}s)"
+	else notok "plain trickled second request" "$st after ${el}s"; fi
 	# keep-alive: the deadline restarts after each answer, idle waits are MHD's
 	CODES=$(curl -sS "${AUTH[@]}" -o /dev/null -o /dev/null -w '%{http_code}:%{num_connects} ' \
 		"http://127.0.0.1:$P_PLAIN/isolation" "http://127.0.0.1:$P_PLAIN/isolation" 2>/dev/null)
