@@ -82,26 +82,37 @@ R=${BENCH_ROUNDS:-5}
 # and the CPU time the round took, as the kernel counts it: the whole
 # machine's busy time (/proc/stat: user, nice, system, irq, softirq; not
 # idle, iowait or steal), and the agent's own and its reaped children's
-# (/proc/PID/stat: the commands it ran), in clock ticks, to $D/NAME.cpu
+# (/proc/PID/stat: the commands it ran), the shim's (once the sandbox
+# is up), and the client's (this script's reaped children: the measuring
+# command, a few awk), in clock ticks, to $D/NAME.cpu
 busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 agent_ticks() { awk '{print $14 + $15, $16 + $17}' "/proc/$AGENT_PID/stat"; }
+other_ticks() {
+	local s=0
+	[ -n "${SHIMPID:-}" ] && s=$(awk '{print $14 + $15}' "/proc/$SHIMPID/stat")
+	echo "$s $(awk '{print $16 + $17}' "/proc/$$/stat")"
+}
 round() {
-	local name=$1 m0 m1 a0 c0 a1 c1
+	local name=$1 m0 m1 a0 c0 a1 c1 s0 s1 k0 k1
 	shift
 	rm -f "$D/round.txt"
 	m0=$(busy_ticks)
 	read -r a0 c0 < <(agent_ticks)
+	read -r s0 k0 < <(other_ticks)
 	"$@" >>"$D/$name.rounds"
 	m1=$(busy_ticks)
 	read -r a1 c1 < <(agent_ticks)
-	echo "$(tail -1 "$D/$name.rounds" | jq .n) $((m1 - m0)) $((a1 - a0)) $((c1 - c0))" >>"$D/$name.cpu"
+	read -r s1 k1 < <(other_ticks)
+	echo "$(tail -1 "$D/$name.rounds" | jq .n) $((m1 - m0)) $((a1 - a0)) $((c1 - c0)) $((s1 - s0)) $((k1 - k0))" >>"$D/$name.cpu"
 	[ -s "$D/round.txt" ] && cat "$D/round.txt" >>"$S/$name.txt"
 	return 0
 }
-# CPU ms per exec of a measure taken in rounds: "machine agent children"
+# CPU ms per exec of a measure taken in rounds: "machine agent children
+# shim client"
 cpu_per() {
-	awk -v hz="$(getconf CLK_TCK)" '{ n += $1; m += $2; a += $3; c += $4 }
-		END { if (n > 0) printf "%.2f %.2f %.2f\n", m * 1000 / hz / n, a * 1000 / hz / n, c * 1000 / hz / n }' "$D/$1.cpu"
+	awk -v hz="$(getconf CLK_TCK)" '{ n += $1; m += $2; a += $3; c += $4; s += $5; k += $6 }
+		END { if (n > 0) printf "%.2f %.2f %.2f %.2f %.2f\n", m * 1000 / hz / n, a * 1000 / hz / n, c * 1000 / hz / n,
+			s * 1000 / hz / n, k * 1000 / hz / n }' "$D/$1.cpu"
 }
 # the pooled figures of a measure taken in rounds (bk-bench's fields, and
 # the rounds' p50s)
@@ -308,7 +319,7 @@ fi
 # what an exec costs in CPU, 1 client: the latency above is bound by it
 # (2 cores, both busy: work moved off an exec's way still delays the next)
 read -r cf_m _ _ < <(cpu_per fork)
-read -r ca_m ca_a ca_c < <(cpu_per admin)
+read -r ca_m ca_a ca_c _ < <(cpu_per admin)
 read -r cl_m _ _ < <(cpu_per floor)
 printf 'CPU per exec, whole machine   : boxkite %.2f ms (agent %.2f, its commands %.2f from clone to exit, the rest %.2f: kernel threads, the client), fork+exec %.2f ms, kernel floor %.2f ms; boxkite / fork+exec %.2fx (reported)\n' \
 	"$ca_m" "$ca_a" "$ca_c" "$(echo "$ca_m - $ca_a - $ca_c" | bc -l)" "$cf_m" "$cl_m" "$(echo "$ca_m / $cf_m" | bc -l)"
@@ -329,6 +340,14 @@ printf 'throughput, 2 clients         = %5.0f/s  (host fork+exec in 2 parallel l
 	"$tp" "$tpf" "$(jq .errors <<<"$fork2")" "$(verdict "$tp >= 600")"
 printf '64 HTTPS clients / 2 clients  = %5.2f    (%.0f/s; %s; target >= 0.9: %s; 429s: %d, target 0: %s)\n' \
 	"$r64" "$tp64" "$(rounds_range "$conc" "$boxk2" rounds_per_sec)" "$(verdict "$r64 >= 0.9")" "$n429" "$(verdict "$n429 == 0")"
+# where the 64 clients' throughput goes: the CPU an exec costs on either
+# side, by process (the machine is busy on both; the difference is what
+# the HTTPS way and the concurrency add)
+read -r c2_m c2_a c2_c c2_s c2_k < <(cpu_per admin2)
+read -r c64_m c64_a c64_c c64_s c64_k < <(cpu_per conc)
+printf 'CPU per exec, 2 / 64 clients  : machine %.2f / %.2f ms (agent %.2f / %.2f, commands %.2f / %.2f, shim %.2f / %.2f, client %.2f / %.2f, the rest %.2f / %.2f; reported)\n' \
+	"$c2_m" "$c64_m" "$c2_a" "$c64_a" "$c2_c" "$c64_c" "$c2_s" "$c64_s" "$c2_k" "$c64_k" \
+	"$(echo "$c2_m - $c2_a - $c2_c - $c2_s - $c2_k" | bc -l)" "$(echo "$c64_m - $c64_a - $c64_c - $c64_s - $c64_k" | bc -l)"
 # the seccomp layer's own cost per exec, timed in the exec child: the
 # install and the kernel's check (PR_GET_SECCOMP), from the audit line of
 # every exec above; the receipt's read of the command's /proc/<pid>/status
