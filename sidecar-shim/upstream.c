@@ -210,13 +210,13 @@ static const char *known_content_type(const char *ct)
 /* The text of the reply's "body" as the agent wrote it, when the reply has
  * the agent's shape: its members among status, more and content_type (each
  * once; none of their keys or values is the string "body"), then "body"
- * last, and no escape or control byte before it. The first "body" token in the text is
- * then that key (in JSON text a quote inside a string is escaped, so the
- * six bytes "body" are a whole string token). The parse before this one
- * checked that the whole reply is JSON, so the text up to the reply's own
- * closing brace is the body's JSON. It saves printing the parsed body
- * again (a receipt is about 9 KB). NULL when the shape is another: the
- * caller prints. */
+ * last, and no escape or control byte before it. The first "body" token
+ * in the text is then that key (in JSON text a quote inside a string is
+ * escaped, so the six bytes "body" are a whole string token). The parse
+ * before this one checked that the whole reply is JSON, so the text up to
+ * the reply's own closing brace is the body's JSON. It saves printing the
+ * parsed body again (a receipt is about 9 KB). NULL when the shape is
+ * another: the caller prints. */
 static const char *body_span(const char *resp, const char *end, const cJSON *root, const cJSON *body, size_t *n)
 {
 	unsigned seen = 0;
