@@ -36,8 +36,8 @@
  * the connections' epoll set (cs.cepfd), where the idle request threads
  * wait themselves: the thread the kernel wakes for a frame serves it, with
  * no hand-over from one thread to another on the request's way in (a
- * second wake-up, tens of microseconds on a virtual machine). A parked connection
- * costs no thread; the connection goes back to the set after the answer.
+ * second wake-up). A parked connection costs no thread; the connection
+ * goes back to the set after the answer.
  * Budgets,
  * checked at accept before anything else is spent on the caller:
  * per peer (bk_peer_key: the pod, or the uid outside pods) and in all on

@@ -290,22 +290,20 @@ int upstream_parse_reply(const char *resp, size_t len, struct upstream_reply *ou
 			return -EBADMSG;
 	}
 
+	size_t n = 0;
+	const char *span = NULL;
 	if (startswith(ct, "text/plain")) {
 		const cJSON *text = cJSON_GetObjectItemCaseSensitive(body, "text");
 		if (!cJSON_IsString(text))
 			return -EBADMSG;
 		out->body = strdup(text->valuestring);
-		if (!out->body)
-			return -ENOMEM;
-		out->len = strlen(out->body);
 	} else {
-		size_t n = 0;
-		const char *span = body_span(resp, end, root, body, &n);
+		span = body_span(resp, end, root, body, &n);
 		out->body = span ? strndup(span, n) : cJSON_PrintUnformatted(body);
-		if (!out->body)
-			return -ENOMEM;
-		out->len = span ? n : strlen(out->body);
 	}
+	if (!out->body)
+		return -ENOMEM;
+	out->len = span ? n : strlen(out->body);
 	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(body, "exit_code");
 	out->exit_zero = cJSON_IsNumber(ec) && ec->valuedouble == 0;
 	out->status = (unsigned)d;

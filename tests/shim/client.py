@@ -33,6 +33,7 @@
         request. Prints "ok=.. busy=.. bad=..", exits 1 on any bad answer.
 """
 import argparse
+import http.client
 import json
 import socket
 import ssl
@@ -88,27 +89,6 @@ def cmd_slow(a):
     return 0
 
 
-def read_answer(s):
-    """One keep-alive answer: its headers, then Content-Length bytes."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        c = s.recv(4096)
-        if not c:
-            raise ConnectionResetError("eof before the answer")
-        data += c
-    head, body = data.split(b"\r\n\r\n", 1)
-    n = 0
-    for line in head.split(b"\r\n")[1:]:
-        k, _, v = line.partition(b":")
-        if k.strip().lower() == b"content-length":
-            n = int(v)
-    while len(body) < n:
-        c = s.recv(4096)
-        if not c:
-            raise ConnectionResetError("eof in the answer")
-        body += c
-
-
 def cmd_trickle(a):
     """Request headers one byte every --interval seconds: never idle long
     enough for an inactivity timeout. With --after-request, on a keep-alive
@@ -117,7 +97,9 @@ def cmd_trickle(a):
     s = connect(a.port, a.tls)
     if a.after_request:
         s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        read_answer(s)
+        r = http.client.HTTPResponse(s)  # the keep-alive answer, read whole
+        r.begin()
+        r.read()
     req = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 200
     t0 = time.monotonic()
     for b in req:
@@ -242,7 +224,6 @@ def cmd_hold(a):
 def cmd_load(a):
     """Many keep-alive clients at once; every answer must be the echo of
     its own request (no cross-talk between agent connections)."""
-    import http.client
     import threading
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
