@@ -65,12 +65,18 @@ for _ in $(seq 1 "$R"); do
 	printf ' |'
 done
 echo
-pooled() { sort -n "$D/samples.$1" | awk '{a[NR]=$1} END {printf "%d %d %d %d\n", NR, a[int((NR + 3) / 4)], a[int((NR + 1) / 2)], a[int((3 * NR + 3) / 4)]}'; }
-read -r na a25 a50 a75 < <(pooled 0)
-read -r nb b25 b50 b75 < <(pooled 1)
-printf 'A %s: n %d, p25 %d, p50 %d, p75 %d us\n' "${BIN[0]}" "$na" "$a25" "$a50" "$a75"
-printf 'B %s: n %d, p25 %d, p50 %d, p75 %d us\n' "${BIN[1]}" "$nb" "$b25" "$b50" "$b75"
-printf 'B / A, p50: %.3f (%+d us)\n' "$(echo "$b50 / $a50" | bc -l)" $((b50 - a50))
+# nearest rank: the ceil(q * n)-th of the sorted samples
+pooled() {
+	sort -n "$D/samples.$1" | awk '
+		function q(f) { i = int(f * NR); if (i < f * NR) i++; return a[i < 1 ? 1 : i] }
+		{a[NR]=$1} END {printf "%d %d %d %d %d %d\n", NR, q(0.25), q(0.5), q(0.75), q(0.9), q(0.99)}'
+}
+read -r na a25 a50 a75 a90 a99 < <(pooled 0)
+read -r nb b25 b50 b75 b90 b99 < <(pooled 1)
+printf 'A %s: n %d, p25 %d, p50 %d, p75 %d, p90 %d, p99 %d us\n' "${BIN[0]}" "$na" "$a25" "$a50" "$a75" "$a90" "$a99"
+printf 'B %s: n %d, p25 %d, p50 %d, p75 %d, p90 %d, p99 %d us\n' "${BIN[1]}" "$nb" "$b25" "$b50" "$b75" "$b90" "$b99"
+printf 'B / A, p50: %.3f (%+d us); p99: %.3f (%+d us)\n' "$(echo "$b50 / $a50" | bc -l)" $((b50 - a50)) \
+	"$(echo "$b99 / $a99" | bc -l)" $((b99 - a99))
 # each agent's phases, p50 over its measured execs (the last R*N exec lines)
 for k in 0 1; do
 	printf '%s phases p50 us: ' "$([ $k = 0 ] && echo A || echo B)"

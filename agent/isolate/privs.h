@@ -32,9 +32,11 @@ int bk_privs_drop(uid_t uid, gid_t gid, int cap_last);
  * bk_privs_drop asks the kernel call by call. */
 int bk_privs_readback(uid_t uid, gid_t gid);
 
-/* This thread's /proc/thread-self/status into buf (no allocation): 0, or
- * -errno (-EXDEV: what is at /proc is not a procfs; -EFBIG: larger than
+/* A file of procfs (path below /proc) into buf, whole (no allocation): 0,
+ * or -errno (-EXDEV: what is there is not of a procfs; -EFBIG: larger than
  * cap). */
+int bk_proc_read(const char *path, char *buf, size_t cap, size_t *len);
+/* This thread's /proc/thread-self/status (bk_proc_read). */
 int bk_self_status(char *buf, size_t cap, size_t *len);
 
 struct exec_ctx;

@@ -29,5 +29,7 @@
  *               single-quoted for `sh -c` (never interpreted)
  *   procstatus.c  /proc/PID/status: credentials, capability sets,
  *               no_new_privs, seccomp (the exec receipt's read-back)
+ *   netdev.c    /proc/PID/net/dev: a network namespace's interfaces (the
+ *               exec receipt's read-back in the child)
  */
 #pragma once

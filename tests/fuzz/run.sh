@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 OUT=${FUZZ_OUT:-$ROOT/build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe shimproc shimreply filewire rxbound dns wsframe shlex"
+ALL_TARGETS="frame cgroup state text config mountinfo cmdparse vpath api shimframe shimproc shimreply filewire rxbound dns wsframe shlex netdev"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
 
 CC=${FUZZ_CC:-}
@@ -54,6 +54,8 @@ srcs_of() {
 	wsframe) echo sidecar-shim/ws.c agent/parse/text.c ;;
 	# /pty-exec's command, shlex.split into single-quoted words
 	shlex) echo agent/parse/shlex.c lib/err.c lib/util.c ;;
+	# a network namespace's interfaces, from /proc/PID/net/dev (the exec receipt)
+	netdev) echo agent/parse/netdev.c ;;
 	# the /process routes: path -> route and id, body + id + query -> the agent's args
 	shimproc) echo sidecar-shim/procroute.c sidecar-shim/frame.c ;;
 	# an agent answer as the shim reads it (every event frame of a streamed /exec)
