@@ -4,8 +4,8 @@
 # pod of its own; their execs (bk-bench, over the admin socket) alternate
 # in rounds, so that the machine's drift, which moves the p50 of runs a
 # minute apart by 5-10% here, falls on both alike. Prints each round's p50,
-# the pooled p25/p50/p75 of each, B/A, and each agent's phases (p50 of its
-# exec log lines). A measure, not a test: the targets are `make bench`'s.
+# the pooled p25/p50/p75/p90/p99 of each, B/A, and each agent's phases (p50
+# and p99 of its exec log lines). A measure, not a test: the targets are `make bench`'s.
 #   AB_ROUNDS (10), AB_N (execs per round, 100), AB_CONC (clients, 1),
 #   AB_GAP_US (pause between a client's execs, 0: back to back).
 set -euo pipefail
@@ -77,15 +77,18 @@ printf 'A %s: n %d, p25 %d, p50 %d, p75 %d, p90 %d, p99 %d us\n' "${BIN[0]}" "$n
 printf 'B %s: n %d, p25 %d, p50 %d, p75 %d, p90 %d, p99 %d us\n' "${BIN[1]}" "$nb" "$b25" "$b50" "$b75" "$b90" "$b99"
 printf 'B / A, p50: %.3f (%+d us); p99: %.3f (%+d us)\n' "$(echo "$b50 / $a50" | bc -l)" $((b50 - a50)) \
 	"$(echo "$b99 / $a99" | bc -l)" $((b99 - a99))
-# each agent's phases, p50 over its measured execs (the last R*N exec lines)
-for k in 0 1; do
-	printf '%s phases p50 us: ' "$([ $k = 0 ] && echo A || echo B)"
-	jq -nrR --argjson n $((R * N)) '
-		[inputs | fromjson? | select(.event == "exec")] | .[-$n:] as $l
-		| def p50(f): ([$l[] | f] | sort | .[(length - 1) / 2 | floor]);
-		  ["cgroup", "bpf", "netns", "spawn", "run", "receipt", "teardown"]
-		  | map(. as $k | "\($k) \(p50(.phases_us[$k] // 0))") | join(", ")
-		  + ", duration \(p50(.duration_ms) * 1000 | floor)"' "$D/$k/agent.log"
+# each agent's phases, p50 and p99 over its measured execs (the last R*N
+# exec lines)
+for q in 50 99; do
+	for k in 0 1; do
+		printf '%s phases p%s us: ' "$([ $k = 0 ] && echo A || echo B)" $q
+		jq -nrR --argjson n $((R * N)) --argjson q $q '
+			[inputs | fromjson? | select(.event == "exec")] | .[-$n:] as $l
+			| def p(f): ([$l[] | f] | sort | .[(length - 1) * $q / 100 | floor]);
+			  ["cgroup", "bpf", "netns", "spawn", "run", "receipt", "teardown"]
+			  | map(. as $k | "\($k) \(p(.phases_us[$k] // 0))") | join(", ")
+			  + ", duration \(p(.duration_ms) * 1000 | floor)"' "$D/$k/agent.log"
+	done
 done
 if [ "$errors" -gt 0 ]; then
 	echo "$errors exec(s) failed: the figures above leave them out" >&2
