@@ -528,9 +528,10 @@ static void *conn_main(void *arg)
 	}
 	pthread_mutex_lock(&s->mhd_lock);
 	/* MHD owns (and closes) sp[1] from here, also on failure. It is told
-	 * the truth, an AF_UNIX socket: given the TCP peer's address it would
-	 * set TCP_NODELAY/TCP_CORK on it and log a failure per response. The
-	 * peer's address is logged here instead. */
+	 * the truth, an AF_UNIX socket, and the peer's address is logged here
+	 * instead. (libmicrohttpd 0.9.75 ignores the address family: it still
+	 * tries TCP_NODELAY and TCP_CORK before every response, two failed
+	 * setsockopt calls, EOPNOTSUPP, which log.c keeps at debug level.) */
 	static const struct sockaddr_un unix_peer = { .sun_family = AF_UNIX };
 	enum MHD_Result ok = MHD_NO;
 	if (!s->mhd_stopping) {
