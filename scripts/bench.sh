@@ -295,6 +295,10 @@ r1=$(echo "$(p50 "$boxk") / $(p50 "$fork")" | bc -l)
 r2=$(echo "$(p50 "$runce") / $(p50 "$boxk")" | bc -l)
 tp=$(jq .per_sec <<<"$boxk2")
 verdict() { if [ "$(echo "$1" | bc -l)" = 1 ]; then echo met; else echo MISSED; fi; }
+# a target that the same run's own baseline misses too, with no isolation
+# at all, is out of reach on this machine: said beside its MISSED, with
+# that baseline's figure ($1: the condition, bc; $2: the figure)
+reach() { if [ "$(echo "$1" | bc -l)" = 1 ]; then printf '; out of reach here: %s' "$2"; fi; }
 # the targets of issue 16, each a ratio or figure of this run
 tail99=$(echo "$(jq .p99_us <<<"$boxk") / $(p50 "$boxk")" | bc -l)
 tp64=$(jq .per_sec <<<"$conc")
@@ -332,12 +336,15 @@ printf 'paced: boxkite p50 / fork+exec = %5.2fx  (warm slots / made on request: 
 	"$rpw" "$rpc" "$(echo "$(jq .p99_us <<<"$warm_p") / 1000" | bc -l)" "$(echo "$(jq .p99_us <<<"$cold_p") / 1000" | bc -l)"
 printf 'boxkite p99 / its p50         = %5.2fx   (target <= 3x: %s)\n' "$tail99" "$(verdict "$tail99 <= 3")"
 rrf=$(jq -rn --argjson r "$runce" --argjson f "$floor" 'if $f.p50_us > 0 then "runc / kernel floor \($r.p50_us / $f.p50_us * 100 | round / 100)x" else "no kernel floor" end')
-printf 'runc exec p50 / boxkite p50   = %5.2fx   (%s; target >= 20x: %s)\n' "$r2" "$rrf" "$(verdict "$r2 >= 20")"
+rrk=$(echo "$(p50 "$runce") / $(p50 "$fork")" | bc -l)
+printf 'runc exec p50 / boxkite p50   = %5.2fx   (%s; target >= 20x: %s%s)\n' "$r2" "$rrf" "$(verdict "$r2 >= 20")" \
+	"$(reach "$r2 < 20 && $rrk < 20" "$(printf 'runc / host fork+exec is %.2fx' "$rrk")")"
 rctl=$(echo "$(p50 "$ctlw") / $(p50 "$nsw")" | bc -l)
 printf 'boxkitectl exec / unshare+nsenter = %5.2fx (whole processes, p50; %s; target < 1x: %s)\n' "$rctl" "$(rounds_range "$ctlw" "$nsw" rounds_p50)" "$(verdict "$rctl < 1")"
 tpf=$(jq .per_sec <<<"$fork2")
-printf 'throughput, 2 clients         = %5.0f/s  (host fork+exec in 2 parallel loops, no isolation: %.0f/s, %d errors; target >= 600/s: %s)\n' \
-	"$tp" "$tpf" "$(jq .errors <<<"$fork2")" "$(verdict "$tp >= 600")"
+printf 'throughput, 2 clients         = %5.0f/s  (host fork+exec in 2 parallel loops, no isolation: %.0f/s, %d errors; target >= 600/s: %s%s)\n' \
+	"$tp" "$tpf" "$(jq .errors <<<"$fork2")" "$(verdict "$tp >= 600")" \
+	"$(reach "$tp < 600 && $tpf < 600" "$(printf 'the host itself does %.0f/s' "$tpf")")"
 printf '64 HTTPS clients / 2 clients  = %5.2f    (%.0f/s; %s; target >= 0.9: %s; 429s: %d, target 0: %s)\n' \
 	"$r64" "$tp64" "$(rounds_range "$conc" "$boxk2" rounds_per_sec)" "$(verdict "$r64 >= 0.9")" "$n429" "$(verdict "$n429 == 0")"
 # where the 64 clients' throughput goes: the CPU an exec costs on either
@@ -368,15 +375,17 @@ done
 echo
 ms() { echo "$(jq ".$2" <<<"$1") / 1000" | bc -l; }
 sct=$(ms "$si" p50)
-printf 'seccomp layer, p50            = %5.3f ms  (install + check in the child; p99 %.3f; %d execs)  (target <= 0.1 ms: %s)\n' \
-	"$sct" "$(ms "$si" p99)" "$(jq .n <<<"$si")" "$(verdict "$sct <= 0.1")"
-printf 'seccomp receipt read, p50     = %5.3f ms  (the agent reads /proc/<pid>/status of the command; p99 %.3f)\n' \
-	"$(ms "$sr" p50)" "$(ms "$sr" p99)"
 # the install alone, in forked processes with no exec around it: the
 # agent's filter against a 1-instruction one (what any filter costs here)
 scm=$("$B" seccomp "${BENCH_SECCOMP_N:-500}")
+scmin=$(echo "$(jq .minimal_p50_us <<<"$scm") / 1000" | bc -l)
+printf 'seccomp layer, p50            = %5.3f ms  (install + check in the child; p99 %.3f; %d execs)  (target <= 0.1 ms: %s%s)\n' \
+	"$sct" "$(ms "$si" p99)" "$(jq .n <<<"$si")" "$(verdict "$sct <= 0.1")" \
+	"$(reach "$sct > 0.1 && $(jq .errors <<<"$scm") == 0 && $scmin > 0.1" "$(printf 'a 1-instruction filter alone takes %.3f ms' "$scmin")")"
+printf 'seccomp receipt read, p50     = %5.3f ms  (the agent reads /proc/<pid>/status of the command; p99 %.3f)\n' \
+	"$(ms "$sr" p50)" "$(ms "$sr" p99)"
 printf 'seccomp install alone, p50    = %5.3f ms  (the agent'"'"'s filter; a 1-instruction filter: %.3f ms, the kernel'"'"'s fixed cost; %d errors; reported)\n' \
-	"$(echo "$(jq .agent_p50_us <<<"$scm") / 1000" | bc -l)" "$(echo "$(jq .minimal_p50_us <<<"$scm") / 1000" | bc -l)" "$(jq .errors <<<"$scm")"
+	"$(echo "$(jq .agent_p50_us <<<"$scm") / 1000" | bc -l)" "$scmin" "$(jq .errors <<<"$scm")"
 ov=$(echo "($(p50 "$https") - $(p50 "$boxk_again")) / 1000" | bc -l)
 ovr=$(jq -rn --argjson a "$https" --argjson b "$boxk_again" \
 	'[range($a.rounds_p50 | length) | ($a.rounds_p50[.] - $b.rounds_p50[.]) / 1000] | "rounds \(min * 100 | round / 100) to \(max * 100 | round / 100) ms"')
