@@ -5,7 +5,8 @@
 # in rounds, so that the machine's drift, which moves the p50 of runs a
 # minute apart by 5-10% here, falls on both alike. Prints each round's p50,
 # the pooled p25/p50/p75/p90/p99 of each, B/A, and each agent's phases (p50
-# and p99 of its exec log lines). A measure, not a test: the targets are `make bench`'s.
+# and p99 of its exec log lines). A measure, not a test: the targets are
+# `make bench`'s.
 #   AB_ROUNDS (10), AB_N (execs per round, 100), AB_CONC (clients, 1),
 #   AB_GAP_US (pause between a client's execs, 0: back to back).
 set -euo pipefail

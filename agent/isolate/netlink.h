@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rtnetlink through libmnl, without heap allocation: these run in the exec
- * child between clone3() and execve(), where malloc is off limits (other
- * agent threads may hold its locks). */
+/* rtnetlink through libmnl, without heap allocation (stack buffers only),
+ * from a thread in the namespace it works on: the namespace pool's, the
+ * self-test's, an observed exec's. The exec child, where malloc is off
+ * limits, lists its interfaces from /proc instead (agent/parse/netdev.h):
+ * a dump waits for the rtnl lock. */
 #pragma once
 #include <net/if.h>
 
