@@ -17,7 +17,17 @@
  * Prints one JSON object: n, ok (200 and exit_code 0), status counts,
  * transport errors, the latency of the final attempt (p50/p90/p99/max,
  * microseconds) and execs per second. With LATENCY_FILE, every final
- * latency in microseconds, one a line (for merging runs). */
+ * latency in microseconds, one a line (for merging runs).
+ *
+ * Paired (BK_LOAD_ADMIN=ADMIN_SOCK and BK_LOAD_SANDBOX=NAME): after each
+ * request, the same exec over the agent's admin socket, from the same
+ * thread, so that the two ways are measured within milliseconds of each
+ * other and the machine's drift falls on both alike (`make bench`'s shim
+ * overhead). The JSON then also holds "admin" (n, errors, p50_us, p99_us,
+ * mean_us, per_sec of those execs alone) and "pair_diff_p50_us" (the median
+ * of each pair's HTTPS minus admin latency, over the pairs where both
+ * succeeded); BK_LOAD_ADMIN_SAMPLES=FILE: the admin latencies in
+ * microseconds, one a line. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -31,6 +41,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "lib/proto.h"
 #include "lib/util.h"
 
 static struct {
@@ -41,6 +52,8 @@ static struct {
 	char body[8192];
 	char route[128]; /* BK_LOAD_ROUTE, default /exec */
 	size_t body_len;
+	const char *admin;     /* BK_LOAD_ADMIN: paired admin execs (NULL: none) */
+	char admin_req[1024];
 	int n;
 	SSL_CTX *ctx;
 } G;
@@ -48,9 +61,11 @@ static struct {
 static int next_req; /* atomically claimed request indexes */
 static uint64_t *lat; /* final latency per request, ns (0: transport error) */
 static int *status;   /* final status per request (0: transport error) */
+static uint64_t *alat; /* paired: the admin exec's latency per request, ns (0: failed) */
 
 struct stats {
 	int s429, ok, exit_nonzero, transport, reconnects;
+	int admin_errors;
 	char first_error[512];
 };
 
@@ -198,6 +213,33 @@ static int round_trip(struct conn *c, const char *req, size_t reqlen, char *body
 	return code;
 }
 
+/* Paired: request i's exec again, over the admin socket (one connection
+ * per thread, kept). A failure is counted, and its latency left 0. */
+static void admin_exec(struct stats *st, int *afd, int i)
+{
+	if (*afd < 0 && (*afd = bk_connect(G.admin)) < 0) {
+		st->admin_errors++;
+		note_error(st, "admin socket", strerror(-*afd));
+		*afd = -1;
+		return;
+	}
+	char *resp = NULL;
+	uint64_t t0 = now_ns();
+	int r = bk_call(*afd, G.admin_req, strlen(G.admin_req), &resp, NULL);
+	uint64_t dt = now_ns() - t0;
+	if (r < 0 || !strstr(resp, "\"status\":200") || !strstr(resp, "\"exit_code\":0")) {
+		st->admin_errors++;
+		note_error(st, "admin exec", r < 0 ? strerror(-r) : resp);
+		if (r < 0) {
+			close(*afd);
+			*afd = -1;
+		}
+	} else {
+		alat[i] = dt;
+	}
+	free(resp);
+}
+
 static void *worker(void *arg)
 {
 	struct stats *st = arg;
@@ -211,12 +253,14 @@ static void *worker(void *arg)
 			  "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
 			  G.route, G.host, G.token, G.body_len, G.body);
 	char body[1024];
+	int afd = -1;
 	for (;;) {
 		int i = __atomic_fetch_add(&next_req, 1, __ATOMIC_RELAXED);
 		if (i >= G.n)
 			break;
-		/* the shim closes the connection after a 429 (the body was not
-		 * read), so a retry costs a TLS handshake: back off with jitter */
+		/* a 429: back off with jitter and retry (the shim reads the
+		 * body first and keeps the connection; one it closes anyway is
+		 * opened again) */
 		unsigned seed = (unsigned)(i * 2654435761u);
 		int backoff_us = 2000;
 		for (;;) {
@@ -258,7 +302,11 @@ static void *worker(void *arg)
 				note_error(st, "HTTP error", body);
 			break;
 		}
+		if (G.admin)
+			admin_exec(st, &afd, i);
 	}
+	if (afd >= 0)
+		close(afd);
 	conn_close(c);
 	free(c);
 	return NULL;
@@ -267,6 +315,12 @@ static void *worker(void *arg)
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
 	return x < y ? -1 : x > y;
 }
 
@@ -283,6 +337,52 @@ static void json_str(const char *s)
 			putchar(ch);
 	}
 	putchar('"');
+}
+
+/* Paired: the admin execs' figures and the pairs' median difference, as
+ * more fields of the JSON object being printed. False: out of memory or
+ * the samples file not written. */
+static bool admin_json(int errors)
+{
+	uint64_t *a = calloc((size_t)G.n, sizeof(*a));
+	int64_t *d = calloc((size_t)G.n, sizeof(*d));
+	if (!a || !d) {
+		free(a);
+		free(d);
+		return false;
+	}
+	const char *sf = getenv("BK_LOAD_ADMIN_SAMPLES");
+	FILE *f = sf && sf[0] ? fopen(sf, "w") : NULL;
+	if (sf && sf[0] && !f) {
+		fprintf(stderr, "bk-load: cannot write %s: %s\n", sf, strerror(errno));
+		free(a);
+		free(d);
+		return false;
+	}
+	int na = 0, nd = 0;
+	double sum = 0;
+	for (int i = 0; i < G.n; i++) {
+		if (!alat[i])
+			continue;
+		if (f)
+			fprintf(f, "%.1f\n", alat[i] / 1e3);
+		sum += (double)alat[i];
+		a[na++] = alat[i];
+		if (status[i] == 200)
+			d[nd++] = (int64_t)lat[i] - (int64_t)alat[i];
+	}
+	bool ok = !f || fclose(f) == 0;
+	qsort(a, (size_t)na, sizeof(*a), cmp_u64);
+	qsort(d, (size_t)nd, sizeof(*d), cmp_i64);
+	printf(",\"admin\":{\"n\":%d,\"errors\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f,\"mean_us\":%.1f,\"per_sec\":%.1f}"
+	       ",\"pair_diff_p50_us\":%.1f",
+	       na, errors, na ? a[(na - 1) / 2] / 1e3 : 0.0, na ? a[(int)((na - 1) * 0.99)] / 1e3 : 0.0,
+	       na ? sum / na / 1e3 : 0.0, sum > 0 ? na * 1e9 / sum : 0.0, nd ? d[(nd - 1) / 2] / 1e3 : 0.0);
+	free(a);
+	free(d);
+	if (!ok)
+		fprintf(stderr, "bk-load: cannot write %s\n", sf);
+	return ok;
 }
 
 int main(int argc, char **argv)
@@ -334,6 +434,17 @@ int main(int argc, char **argv)
 	if (rawbody && strlen(rawbody) < sizeof(G.body))
 		G.body_len = (size_t)snprintf(G.body, sizeof(G.body), "%s", rawbody);
 
+	const char *adm = getenv("BK_LOAD_ADMIN"), *sbx = getenv("BK_LOAD_SANDBOX");
+	if (adm && adm[0]) {
+		if (!sbx || !sbx[0] || strpbrk(sbx, "\"\\") || strlen(sbx) > 200 || strcmp(G.route, "/exec") || rawbody) {
+			fprintf(stderr, "bk-load: BK_LOAD_ADMIN needs BK_LOAD_SANDBOX, and the /exec route's own body\n");
+			return 2;
+		}
+		G.admin = adm;
+		snprintf(G.admin_req, sizeof(G.admin_req),
+			 "{\"op\":\"exec\",\"args\":{\"sandbox\":\"%s\",\"command\":\"%.600s\"}}", sbx, cmd);
+	}
+
 	G.ctx = SSL_CTX_new(TLS_client_method());
 	if (!G.ctx || SSL_CTX_set_min_proto_version(G.ctx, TLS1_3_VERSION) != 1)
 		return 1;
@@ -341,9 +452,10 @@ int main(int argc, char **argv)
 
 	lat = calloc((size_t)G.n, sizeof(*lat));
 	status = calloc((size_t)G.n, sizeof(*status));
+	alat = calloc((size_t)G.n, sizeof(*alat));
 	struct stats *st = calloc((size_t)conc, sizeof(*st));
 	pthread_t *th = calloc((size_t)conc, sizeof(*th));
-	if (!lat || !status || !st || !th)
+	if (!lat || !status || !alat || !st || !th)
 		return 1;
 	uint64_t t0 = now_ns();
 	int started = 0;
@@ -370,6 +482,7 @@ int main(int argc, char **argv)
 		tot.exit_nonzero += st[i].exit_nonzero;
 		tot.transport += st[i].transport;
 		tot.reconnects += st[i].reconnects;
+		tot.admin_errors += st[i].admin_errors;
 		if (!first[0] && st[i].first_error[0])
 			first = st[i].first_error;
 	}
@@ -402,10 +515,13 @@ int main(int argc, char **argv)
 	       PCT(0.5), PCT(0.9), PCT(0.99), nl ? ok_lat[nl - 1] / 1e3 : 0.0, wall / 1e9,
 	       wall ? s200 * 1e9 / (double)wall : 0.0);
 	json_str(first);
+	if (G.admin && !admin_json(tot.admin_errors))
+		return 1;
 	printf("}\n");
 	free(ok_lat);
 	free(lat);
 	free(status);
+	free(alat);
 	free(st);
 	free(th);
 	SSL_CTX_free(G.ctx);

@@ -115,7 +115,8 @@ static void refuses_what_is_not_net_dev(void **state)
 		HEAD "    :" ZEROS,                                       /* empty name */
 		HEAD "   l o:" ZEROS,                                     /* a blank in a name */
 		HEAD "   a/b:" ZEROS,                                     /* a slash */
-		HEAD "a-name-too-long16:" ZEROS,                          /* 16 bytes */
+		HEAD "a-name-too-long16:" ZEROS,                          /* 17 bytes */
+		HEAD "a-name-is-16byte:" ZEROS,                           /* 16 bytes: no room for the NUL */
 		HEAD "    lo" ZEROS,                                      /* no ':' */
 		HEAD "\n",                                                /* an empty line */
 	};
