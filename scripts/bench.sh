@@ -365,6 +365,16 @@ read -r c64_m c64_a c64_c c64_s c64_k < <(cpu_per conc)
 printf 'CPU per exec, 2 / 64 clients  : machine %.2f / %.2f ms (agent %.2f / %.2f, commands %.2f / %.2f, shim %.2f / %.2f, client %.2f / %.2f, the rest %.2f / %.2f; reported)\n' \
 	"$c2_m" "$c64_m" "$c2_a" "$c64_a" "$c2_c" "$c64_c" "$c2_s" "$c64_s" "$c2_k" "$c64_k" \
 	"$(echo "$c2_m - $c2_a - $c2_c - $c2_s - $c2_k" | bc -l)" "$(echo "$c64_m - $c64_a - $c64_c - $c64_s - $c64_k" | bc -l)"
+# the ratio split in two, exactly: how busy the machine was (throughput x
+# CPU per exec, over its CPUs) and what an exec cost at either side. At
+# 100% busy, only a cheaper exec raises the 64 clients' throughput.
+NCPU=$(nproc)
+if [ "$(echo "$c2_m > 0 && $c64_m > 0" | bc -l)" = 1 ]; then
+	b2=$(echo "$tp * $c2_m / ($NCPU * 10)" | bc -l)
+	b64=$(echo "$tp64 * $c64_m / ($NCPU * 10)" | bc -l)
+	printf 'machine busy, 2 / 64 clients  : %.0f%% / %.0f%% of %d CPUs (throughput x CPU per exec); 64 / 2 clients = busy %.2f x CPU per exec %.2f (2 / 64; reported)\n' \
+		"$b2" "$b64" "$NCPU" "$(echo "$b64 / $b2" | bc -l)" "$(echo "$c2_m / $c64_m" | bc -l)"
+fi
 # the seccomp layer's own cost per exec, timed in the exec child: the
 # install and the kernel's check (PR_GET_SECCOMP), from the audit line of
 # every exec above; the receipt's read of the command's /proc/<pid>/status
