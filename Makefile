@@ -64,7 +64,7 @@ BINS := $(BUILD)/boxkite-agent $(BUILD)/boxkite-shim $(BUILD)/boxkitectl
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps check check-kernels unit unit-bins e2e manifests demo demo-cri bench bench-ab load fuzz man ops install clean
+.PHONY: all deps check check-kernels unit unit-bins e2e manifests demo demo-cri bench bench-ab bench-ab-shim load fuzz man ops install clean
 
 all: $(BINS) $(TOOL_BINS)
 
@@ -177,6 +177,11 @@ bench: deps
 bench-ab: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BK_BIN=$(abspath build) scripts/bench-ab.sh $(A) $(B)
+
+# two shim binaries' overhead, in alternating rounds: make bench-ab-shim A=OLD B=NEW
+bench-ab-shim: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BK_BIN=$(abspath build) scripts/bench-ab-shim.sh $(A) $(B)
 
 # ---- operators: man pages, completion, unit --------------------------------
 # docs/man/*.scd (scdoc markup) -> build/man/*.8

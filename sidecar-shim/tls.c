@@ -94,6 +94,9 @@ int tls_init(struct shim *s, const char *cert_path, const char *key_path)
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
 				      SSL_MODE_RELEASE_BUFFERS);
+	/* a record's header and body in one read, not two (the pump asks
+	 * SSL_has_pending for what is read ahead) */
+	SSL_CTX_set_read_ahead(ctx, 1);
 	/* An encrypted key must fail at start-up, never prompt on a tty. */
 	SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
 	/* Paths are deliberately not logged (they name the pod's secret). */
@@ -357,19 +360,29 @@ static void pump(struct shim *s, struct peer_entry *pe, SSL *ssl, int tcp, int a
 	bool client_eof = false, app_eof = false;
 	const uint64_t out_timeout = (uint64_t)s->conn_timeout * 1000000000ull;
 	uint64_t out_since = now_ns();
+	/* a side read dry (a read found nothing, or took all there was): not
+	 * read again until poll says it is readable (poll is level-triggered:
+	 * bytes that came since wake it at once). OpenSSL holds no whole
+	 * record back when it wants to read; what it holds besides, read
+	 * ahead, SSL_has_pending tells. */
+	bool tcp_dry = false, app_dry = false;
 
 	for (;;) {
 		short tcp_ev = 0, app_ev = 0;
 		bool progress = false;
 
 		/* client -> MHD */
-		if (!client_eof && c2s_len == 0) {
+		if (!client_eof && c2s_len == 0 && tcp_dry) {
+			tcp_ev |= POLLIN;
+		} else if (!client_eof && c2s_len == 0) {
 			ERR_clear_error();
 			int n = SSL_read(ssl, c2s, PUMP_BUF);
 			if (n > 0) {
 				c2s_len = (size_t)n;
 				c2s_off = 0;
 				progress = true;
+				/* read on without poll only while OpenSSL holds more */
+				tcp_dry = !SSL_has_pending(ssl);
 				/* The one look at the bytes: no request the shim serves
 				 * holds a NUL (not a header, not a JSON body, not chunk
 				 * framing), and MHD would silently cut a header value
@@ -383,6 +396,7 @@ static void pump(struct shim *s, struct peer_entry *pe, SSL *ssl, int tcp, int a
 				switch (SSL_get_error(ssl, n)) {
 				case SSL_ERROR_WANT_READ:
 					tcp_ev |= POLLIN;
+					tcp_dry = true;
 					break;
 				case SSL_ERROR_WANT_WRITE:
 					tcp_ev |= POLLOUT;
@@ -418,14 +432,18 @@ static void pump(struct shim *s, struct peer_entry *pe, SSL *ssl, int tcp, int a
 		}
 
 		/* MHD -> client */
-		if (!app_eof && s2c_len == 0) {
+		if (!app_eof && s2c_len == 0 && app_dry) {
+			app_ev |= POLLIN;
+		} else if (!app_eof && s2c_len == 0) {
 			ssize_t n = recv(app, s2c, PUMP_BUF, 0);
 			if (n > 0) {
 				s2c_len = (size_t)n;
 				s2c_off = 0;
 				progress = true;
+				app_dry = n < (ssize_t)PUMP_BUF; /* a short read emptied the socket */
 			} else if (n < 0 && errno == EAGAIN) {
 				app_ev |= POLLIN;
+				app_dry = true;
 			} else if (!(n < 0 && errno == EINTR)) {
 				app_eof = true;
 				progress = true;
@@ -486,6 +504,11 @@ static void pump(struct shim *s, struct peer_entry *pe, SSL *ssl, int tcp, int a
 		};
 		if (poll(p, 2, timeout_ms) < 0 && errno != EINTR)
 			return;
+		/* any event (data, a hang-up, an error): the next read says which */
+		if (p[0].revents)
+			tcp_dry = false;
+		if (p[1].revents)
+			app_dry = false;
 	}
 }
 
