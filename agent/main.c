@@ -23,6 +23,7 @@
 #include "agent/observe/events.h"
 #include "agent/observe/metrics.h"
 #include "agent/observe/observe.h"
+#include "agent/isolate/cgroup.h"
 #include "agent/isolate/recover.h"
 #include "agent/session/procs.h"
 #include "lib/log.h"
@@ -694,6 +695,7 @@ static void serve(int lfd, int afd, int sfd)
 		}
 		if (now_ns() >= next_sweep) {
 			sweep();
+			bk_cg_kept_sweep();
 			/* none waiting: the last one could not make its successor */
 			pthread_mutex_lock(&wk.lock);
 			if (wk.waiting == 0 && worker_add_locked() < 0)
@@ -749,12 +751,19 @@ static void agent_limits(struct bk_limits *L)
 	L->admin_max = (int)CLAMP(n / 16, 8, 64);
 	L->first_frame_ms = 3000;
 	L->idle_ms = 60000;
-	/* 64 for the agent itself (BPF objects, namespaces, the netns pool,
-	 * metrics), 2 per connection (its socket; a file operation's own) */
-	long left = n - 64 - 2L * (L->conns_max + L->admin_max);
-	L->exec_budget = (int)CLAMP(left / BK_EXEC_FDS, 2, 1 << 20);
-	L->exec_per_pod = (int)CLAMP(L->exec_budget / 4, 1, 1 << 20);
 #undef CLAMP
+}
+
+/* The exec budget: what is left of RLIMIT_NOFILE after 64 for the agent
+ * itself (BPF objects, namespaces, the netns pool, metrics), `kept` for
+ * the containers' kept v1 cgroup.procs (hybrid hosts; isolate/cgroup.c),
+ * 2 per connection (its socket; a file operation's own). */
+static void exec_budget(struct bk_limits *L, int kept)
+{
+	long n = L->nofile > (1u << 20) ? (1 << 20) : (long)L->nofile;
+	long b = (n - 64 - kept - 2L * (L->conns_max + L->admin_max)) / BK_EXEC_FDS;
+	L->exec_budget = b < 2 ? 2 : b > (1 << 20) ? (1 << 20) : (int)b;
+	L->exec_per_pod = L->exec_budget / 4 < 1 ? 1 : L->exec_budget / 4;
 }
 
 /* logged once the start is decided: a refusal stays one line */
@@ -798,6 +807,7 @@ int main(int argc, char **argv)
 
 	agent.start_ns = now_ns();
 	agent_limits(&agent.limits);
+	exec_budget(&agent.limits, 0);
 	cs.epfd = epoll_create1(EPOLL_CLOEXEC);
 	cs.cepfd = epoll_create1(EPOLL_CLOEXEC);
 	if (cs.epfd < 0 || cs.cepfd < 0) {
@@ -837,6 +847,8 @@ int main(int argc, char **argv)
 		bk_signer_free(agent.signer);
 		return 1;
 	}
+	if (agent.engine.mounts.n_v1 > 0)
+		exec_budget(&agent.limits, BK_CG_KEPT_FDS);
 	pthread_mutex_init(&agent.stats_lock, NULL);
 	log_limits(&agent.limits);
 	log_startup_warnings(c);

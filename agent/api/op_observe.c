@@ -4,6 +4,7 @@
 #include "agent/api/op_observe.h"
 #include "agent/api/reply.h"
 #include "agent/observe/events.h"
+#include "agent/isolate/cgroup.h"
 #include "agent/isolate/warm.h"
 #include "agent/observe/observe.h"
 #include "lib/proto.h"
@@ -304,6 +305,8 @@ char *bk_api_status(struct bk_agent *a)
 	cJSON_AddNumberToObject(lim, "refused_connections", (double)__atomic_load_n(&a->refused_conns, __ATOMIC_RELAXED));
 	cJSON_AddNumberToObject(lim, "dropped_connections", (double)__atomic_load_n(&a->dropped_conns, __ATOMIC_RELAXED));
 	cJSON_AddNumberToObject(lim, "refused_execs", (double)__atomic_load_n(&a->refused_execs_budget, __ATOMIC_RELAXED));
+	/* hybrid hosts: the sandbox containers' v1 cgroup.procs kept open */
+	cJSON_AddNumberToObject(lim, "kept_cgroup_fds", bk_cg_kept_count());
 	struct bk_warm_stats ws;
 	bk_warm_stats(&a->engine, &ws);
 	cJSON *wo = cJSON_AddObjectToObject(b, "warm_slots");

@@ -97,8 +97,7 @@ static int helper_cgroup(struct bk_agent *a, const struct bk_pod *pod, struct bk
 	snprintf(name, sizeof(name), "boxkite-file-%d-%llu", (int)getpid(),
 		 (unsigned long long)atomic_fetch_add(&helper_seq, 1));
 	struct bk_error e = { 0 };
-	int r = bk_exec_cg_create(&a->engine.mounts, pod->pod_v2, pod->v1, pod->n_v1, name, HELPER_PIDS_MAX,
-				  HELPER_MEMORY_MAX, cg, &e);
+	int r = bk_exec_cg_create(&a->engine.mounts, pod, name, HELPER_PIDS_MAX, HELPER_MEMORY_MAX, cg, &e);
 	if (r < 0) {
 		(void)bk_exec_cg_destroy(cg);
 		return bk_fail_buf(err, HELPER_ERR_MAX, r, "%s", e.msg);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -175,10 +176,189 @@ static int cpuset_copy(const char *mount, const struct bk_pod_v1 *pv, const char
 	return 0;
 }
 
+/* ---- the sandbox containers' own v1 cgroup.procs, kept open ---------------------------
+ * On a hybrid host every exec joins the sandbox container's own cgroup in
+ * each v1 hierarchy where it has no cap of its own (cpu, cpuacct, cpuset,
+ * devices, freezer, blkio, name=systemd): opened by path, each is a walk
+ * of a 6-7 components deep cgroupfs path, and its close a release (about
+ * 5 us each here, 7-8 an exec). They are kept open instead, per container
+ * instance: its init's pid and start time (the sandbox pidfd, which the
+ * identification of every request has just checked alive) and the path,
+ * read from that init's /proc/PID/cgroup for this request. While the init
+ * lives in the cgroup, the directory cannot be removed (v1 refuses to
+ * remove a populated cgroup), so the kept descriptor is the directory the
+ * path names now. An entry goes when its init has exited (its pidfd
+ * readable: the agent's loop sweeps every 100 ms, and every new entry
+ * first), when the table is full (the least recently used one no exec
+ * holds), and after a failed spawn of an exec that used it. An exec holds
+ * its container's entry from its cgroup's creation until its spawn is
+ * done (bk_exec_cg_setup_done): its child writes to the kept descriptors
+ * themselves, and no other thread closes them meanwhile. */
+struct bk_cg_kept {
+	pid_t pid; /* 0: a free entry */
+	uint64_t start;
+	int pidfd;
+	int users;    /* execs between their cgroup's creation and their spawn */
+	bool dropped; /* closed when no exec holds it */
+	uint64_t used;
+	int n;
+	struct {
+		char path[1280];
+		int fd;
+	} v[BK_CG_V1_MAX];
+};
+
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct bk_cg_kept kept[BK_CG_KEPT_CTRS];
+static uint64_t kept_clock;
+static int kept_fds;
+
+static void kept_close_locked(struct bk_cg_kept *k)
+{
+	for (int i = 0; i < k->n; i++)
+		close(k->v[i].fd);
+	close(k->pidfd);
+	kept_fds -= k->n + 1;
+	memset(k, 0, sizeof(*k));
+}
+
+/* Entries no exec holds whose init has exited, or dropped: closed. */
+static void kept_sweep_locked(void)
+{
+	struct pollfd pf[BK_CG_KEPT_CTRS];
+	int at[BK_CG_KEPT_CTRS], n = 0;
+	for (int i = 0; i < BK_CG_KEPT_CTRS; i++) {
+		struct bk_cg_kept *k = &kept[i];
+		if (!k->pid || k->users)
+			continue;
+		if (k->dropped) {
+			kept_close_locked(k);
+			continue;
+		}
+		pf[n] = (struct pollfd){ .fd = k->pidfd, .events = POLLIN };
+		at[n++] = i;
+	}
+	if (n && poll(pf, (nfds_t)n, 0) > 0)
+		for (int j = 0; j < n; j++)
+			if (pf[j].revents)
+				kept_close_locked(&kept[at[j]]);
+}
+
+void bk_cg_kept_sweep(void)
+{
+	pthread_mutex_lock(&kept_lock);
+	if (kept_fds)
+		kept_sweep_locked();
+	pthread_mutex_unlock(&kept_lock);
+}
+
+int bk_cg_kept_count(void)
+{
+	pthread_mutex_lock(&kept_lock);
+	int n = kept_fds;
+	pthread_mutex_unlock(&kept_lock);
+	return n;
+}
+
+/* The entry of pod's sandbox container, held for cg; NULL when there is
+ * none to be had (no pidfd, a full table of held entries, no descriptor
+ * left): the exec then opens its own. */
+static struct bk_cg_kept *kept_hold(const struct bk_pod *pod)
+{
+	if (pod->sandbox_pidfd < 0 || pod->sandbox.init_pid <= 0)
+		return NULL;
+	struct bk_cg_kept *k = NULL;
+	pthread_mutex_lock(&kept_lock);
+	for (int i = 0; i < BK_CG_KEPT_CTRS && !k; i++)
+		if (kept[i].pid == pod->sandbox.init_pid && kept[i].start == pod->sandbox.init_start &&
+		    !kept[i].dropped)
+			k = &kept[i];
+	if (!k) {
+		kept_sweep_locked();
+		struct bk_cg_kept *lru = NULL;
+		for (int i = 0; i < BK_CG_KEPT_CTRS && !k; i++) {
+			if (!kept[i].pid)
+				k = &kept[i];
+			else if (!kept[i].users && (!lru || kept[i].used < lru->used))
+				lru = &kept[i];
+		}
+		if (!k && lru) {
+			kept_close_locked(lru);
+			k = lru;
+		}
+		int pfd = k ? fcntl(pod->sandbox_pidfd, F_DUPFD_CLOEXEC, 3) : -1;
+		if (pfd < 0) {
+			k = NULL;
+		} else {
+			k->pid = pod->sandbox.init_pid;
+			k->start = pod->sandbox.init_start;
+			k->pidfd = pfd;
+			kept_fds++;
+		}
+	}
+	if (k) {
+		k->users++;
+		k->used = ++kept_clock;
+	}
+	pthread_mutex_unlock(&kept_lock);
+	return k;
+}
+
+/* The kept cgroup.procs of path in k (opened now if it is not yet), or
+ * -errno. */
+static int kept_procs(struct bk_cg_kept *k, const char *path)
+{
+	int fd = -ENOSPC;
+	pthread_mutex_lock(&kept_lock);
+	for (int i = 0; i < k->n; i++)
+		if (streq(k->v[i].path, path)) {
+			fd = k->v[i].fd;
+			goto out;
+		}
+	if (k->n < BK_CG_V1_MAX && strlen(path) < sizeof(k->v[0].path)) {
+		fd = open_procs(path);
+		if (fd >= 0) {
+			snprintf(k->v[k->n].path, sizeof(k->v[0].path), "%s", path);
+			k->v[k->n++].fd = fd;
+			kept_fds++;
+		}
+	}
+out:
+	pthread_mutex_unlock(&kept_lock);
+	return fd;
+}
+
+static void kept_release(struct bk_exec_cg *cg)
+{
+	struct bk_cg_kept *k = cg->kept;
+	if (!k)
+		return;
+	cg->kept = NULL;
+	for (int i = 0; i < cg->n_v1; i++)
+		if (cg->v1[i].borrowed) {
+			cg->v1[i].procs_fd = -1;
+			cg->v1[i].borrowed = false;
+		}
+	pthread_mutex_lock(&kept_lock);
+	if (--k->users == 0 && k->dropped)
+		kept_close_locked(k);
+	pthread_mutex_unlock(&kept_lock);
+}
+
+void bk_exec_cg_kept_drop(const struct bk_exec_cg *cg)
+{
+	if (!cg->kept)
+		return;
+	pthread_mutex_lock(&kept_lock);
+	cg->kept->dropped = true;
+	pthread_mutex_unlock(&kept_lock);
+}
+
 /* The exec's cgroup in the v1 hierarchy of pv, with what that hierarchy
  * needs before a process may join. */
-static int v1_create(const struct bk_cgroup_mounts *m, const struct bk_pod_v1 *pv, const char *name,
-		     uint64_t pids_max, uint64_t memory_max, struct bk_exec_cg *cg, struct bk_error *err)
+static int v1_create(const struct bk_cgroup_mounts *m, const struct bk_pod *pod, const struct bk_pod_v1 *pv,
+		     const char *name, uint64_t pids_max, uint64_t memory_max, struct bk_exec_cg *cg,
+		     struct bk_error *err)
 {
 	int h = bk_cg_v1_find(m, pv->ctrls);
 	if (h < 0) {
@@ -204,6 +384,13 @@ static int v1_create(const struct bk_cgroup_mounts *m, const struct bk_pod_v1 *p
 		cg->n_v1++;
 		snprintf(v->ctrls, sizeof(v->ctrls), "%s", pv->ctrls);
 		snprintf(v->join_err, sizeof(v->join_err), "cannot join the sandbox container's v1 %s cgroup", pv->ctrls);
+		if (!cg->kept)
+			cg->kept = kept_hold(pod);
+		if (cg->kept && (r = kept_procs(cg->kept, v->path)) >= 0) {
+			v->procs_fd = r;
+			v->borrowed = true;
+			return 0;
+		}
 		if ((r = v->procs_fd = open_procs(v->path)) < 0)
 			return bk_fail(err, r, NULL, "cannot open %s/cgroup.procs: %s", v->path, strerror(-r));
 		return 0;
@@ -242,10 +429,10 @@ static int v1_create(const struct bk_cgroup_mounts *m, const struct bk_pod_v1 *p
 	return 0;
 }
 
-int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, const struct bk_pod_v1 *v1, int n_v1,
-		      const char *name, uint64_t pids_max, uint64_t memory_max, struct bk_exec_cg *cg,
-		      struct bk_error *err)
+int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const struct bk_pod *pod, const char *name,
+		      uint64_t pids_max, uint64_t memory_max, struct bk_exec_cg *cg, struct bk_error *err)
 {
+	const char *pod_v2 = pod->pod_v2;
 	int r;
 	cg->pids_max = pids_max;
 	cg->memory_max = memory_max;
@@ -266,8 +453,8 @@ int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, cons
 			     (r = knob(cg->v2, "memory.swap.max", 0)) < 0))
 		return bk_fail(err, r, NULL, "cannot set memory.max in %s: %s", cg->v2, strerror(-r));
 	/* every v1 hierarchy the pod is in */
-	for (int i = 0; i < n_v1 && i < BK_CG_V1_MAX; i++)
-		if ((r = v1_create(m, &v1[i], name, pids_max, memory_max, cg, err)) < 0)
+	for (int i = 0; i < pod->n_v1 && i < BK_CG_V1_MAX; i++)
+		if ((r = v1_create(m, pod, &pod->v1[i], name, pids_max, memory_max, cg, err)) < 0)
 			return r;
 	if (!m->v2_pids && !cg->pids_v1)
 		return bk_fail(err, -EOPNOTSUPP, NULL,
@@ -427,6 +614,7 @@ static int rmdir_retry(const char *d)
 
 void bk_exec_cg_setup_done(struct bk_exec_cg *cg)
 {
+	kept_release(cg);
 	closep(&cg->v2_fd);
 	for (int i = 0; i < cg->n_v1; i++)
 		closep(&cg->v1[i].procs_fd);
@@ -514,8 +702,8 @@ int bk_step_cgroup(struct exec_ctx *x)
 	struct bk_exec_result *res = x->res;
 	char name[64];
 	snprintf(name, sizeof(name), "boxkite-exec-%s", res->exec_id);
-	int r = bk_exec_cg_create(&x->e->mounts, pod->pod_v2, pod->v1, pod->n_v1, name, x->cfg->pids_max,
-				  x->cfg->memory_max, &x->cg, &x->err);
+	int r = bk_exec_cg_create(&x->e->mounts, pod, name, x->cfg->pids_max, x->cfg->memory_max, &x->cg,
+				  &x->err);
 	if (r < 0)
 		return r;
 	snprintf(res->cgroup, sizeof(res->cgroup), "%s", x->cg.v2);

@@ -45,6 +45,7 @@ struct bk_exec_cg_v1 {
 	int procs_fd;       /* its cgroup.procs, written by the child ("0") */
 	bool shared;        /* the sandbox container's own cgroup (no per-exec cap
 			     * in this hierarchy): joined, never killed or removed */
+	bool borrowed;      /* procs_fd is the container's kept one (not closed here) */
 	char join_err[192]; /* the child's sentence if that write fails */
 };
 
@@ -58,21 +59,31 @@ struct bk_exec_cg {
 	uint64_t id;       /* v2 cgroup id (what BPF sees) */
 	uint64_t pids_max, memory_max;
 	bool pids_v1, memory_v1;
+	struct bk_cg_kept *kept; /* the container's kept descriptors this exec uses */
 };
 
 void bk_exec_cg_init(struct bk_exec_cg *cg);
-/* pod_v2 is the pod's path relative to the v2 root ("/kubepods/...");
- * v1[0..n_v1) the pod in each v1 hierarchy it is in (none on a pure v2
- * node). A child named `name` is made below the pod in v2 and in the v1
+/* pod->pod_v2 is the pod's path relative to the v2 root ("/kubepods/...");
+ * pod->v1[0..n_v1) the pod in each v1 hierarchy it is in (none on a pure
+ * v2 node). A child named `name` is made below the pod in v2 and in the v1
  * hierarchies that hold the pids or memory cap (hybrid hosts); in every
  * other v1 hierarchy the exec joins the sandbox container's own cgroup, as
  * `runc exec` does (its CPU quota, cpuset, device rules, blkio weights
  * apply). A hierarchy with controllers the pod is in but that is not
  * mounted here is an error (the exec would escape it); pids and memory
  * caps must land somewhere. */
-int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const char *pod_v2, const struct bk_pod_v1 *v1, int n_v1,
-		      const char *name, uint64_t pids_max, uint64_t memory_max, struct bk_exec_cg *cg,
-		      struct bk_error *err);
+int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const struct bk_pod *pod, const char *name,
+		      uint64_t pids_max, uint64_t memory_max, struct bk_exec_cg *cg, struct bk_error *err);
+/* The sandbox containers' own v1 cgroup.procs (hybrid hosts), kept open
+ * between execs, per container instance (cgroup.c explains when an entry
+ * goes). sweep: close those of containers whose init has exited (the
+ * agent's loop, every 100 ms). drop: a spawn that used cg's failed; the
+ * container's next exec opens them afresh. count: descriptors kept now. */
+#define BK_CG_KEPT_CTRS 8
+#define BK_CG_KEPT_FDS (BK_CG_KEPT_CTRS * (BK_CG_V1_MAX + 1))
+void bk_cg_kept_sweep(void);
+void bk_exec_cg_kept_drop(const struct bk_exec_cg *cg);
+int bk_cg_kept_count(void);
 /* The v1 hierarchy (index into m->v1) whose options name every controller
  * of ctrls ("cpu,cpuacct"), or -1. */
 int bk_cg_v1_find(const struct bk_cgroup_mounts *m, const char *ctrls);

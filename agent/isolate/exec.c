@@ -183,6 +183,10 @@ static int take_steps(struct exec_ctx *x, const struct step *table, size_t n)
 			 * belongs to another, e.g. the child's report) */
 			snprintf(x->res->layer, sizeof(x->res->layer), "%s", x->err.layer[0] ? x->err.layer : s->layer);
 			snprintf(x->res->error, sizeof(x->res->error), "%s", x->err.msg[0] ? x->err.msg : strerror(-r));
+			/* a child that could not join the container's kept v1
+			 * cgroups: the next exec opens them afresh */
+			if (s->phase == BK_PH_SPAWN)
+				bk_exec_cg_kept_drop(&x->cg);
 			return r;
 		}
 	}

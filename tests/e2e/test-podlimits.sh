@@ -123,6 +123,54 @@ fi
 left=$(exec_cgroups_left "$PUID")
 check "no exec cgroup left in any hierarchy ${left:+($left)}" test -z "$left"
 
+# --- the container's kept v1 cgroup.procs (hybrid hosts) ---------------------
+# The agent keeps the sandbox container's own v1 cgroup.procs open between
+# its execs (isolate/cgroup.c). A kept descriptor must never outlive what it
+# names: the directory replaced under a live container (its processes moved
+# out, the directory removed and made again, the processes moved back: the
+# same path, another cgroup) fails the next exec closed and names the
+# layer, and the exec after it joins the new directory; the descriptors go
+# with the container.
+kept() { ctl status | jq -r '.limits.kept_cgroup_fds'; }
+if [ "$CG_LAYOUT" = hybrid ]; then
+	k0=$(kept)
+	bk_sandbox_create pk1 || not_ok "sandbox pk1 created"
+	KPOD=/kubepods/besteffort/pod$(sb pk1 pod_uid)
+	KD=$(ctrl_root freezer)$KPOD/$(sb pk1 sandbox_container_id)
+	ctl exec pk1 -- true >/dev/null
+	k1=$(kept)
+	check "the container's v1 cgroup.procs are kept after its first exec ($k0 -> $k1 descriptors)" \
+		test "${k1:-0}" -ge "$((${k0:-0} + 2))"
+	procs=$(cat "$KD/cgroup.procs")
+	for p in $procs; do echo "$p" > "$(dirname "$KD")/cgroup.procs"; done
+	rmdir "$KD" && mkdir "$KD"
+	for p in $procs; do echo "$p" > "$KD/cgroup.procs"; done
+	n_in=$(grep -c . "$KD/cgroup.procs")
+	bk_exec pk1 -- cat /proc/self/cgroup
+	echo "# after the container's freezer cgroup was made again ($n_in processes back in it): $(head -c 300 "$T/last.json")"
+	check "the next exec fails closed, naming the layer ($(j .layer): $(j .detail | head -c 100)...)" \
+		sh -c "[ '$(j .exit_code)' != 0 ] && grep -q 'v1 freezer cgroup' '$T/last.json'"
+	bk_exec pk1 -- cat /proc/self/cgroup
+	# (a write to the removed directory's descriptor fails: a success is
+	# a join of the directory the path names now)
+	got=$(j .stdout | grep ':freezer:')
+	ref=$(runc --root "$RUNC_ROOT" exec "$(sb pk1 sandbox_container_id)" cat /proc/self/cgroup | grep ':freezer:')
+	check "the exec after it joins the new directory, as runc exec does ($got)" \
+		sh -c "[ '$(j .exit_code)' = 0 ] && [ -n '$got' ] && [ '$got' = '$ref' ]"
+	k2=$(kept)
+	fds_before=$(ls "/proc/$AGENT_PID/fd" | wc -l)
+	bk_sandbox_delete pk1 >/dev/null
+	sleep 0.5
+	k3=$(kept)
+	check "the kept descriptors go with the container ($k2 -> $k3 within 0.5 s of its delete; $k0 before it)" \
+		test "${k3:-x}" = "${k0:-0}"
+	check "and the agent's descriptors with them ($fds_before -> $(ls "/proc/$AGENT_PID/fd" | wc -l))" \
+		test "$(ls "/proc/$AGENT_PID/fd" | wc -l)" -le "$((fds_before - ${k2:-0} + ${k0:-0}))"
+else
+	skip "kept v1 cgroup.procs (only on a hybrid cgroup layout; this one is $CG_LAYOUT)"
+	check "no v1 cgroup.procs kept on this layout" test "$(kept)" = 0
+fi
+
 # --- local mode: pod-level caps ---------------------------------------------
 # the pod's cap on $2 (a v2 file) or $3 (the v1 file) in the hierarchy of $1
 pod_cap() {
