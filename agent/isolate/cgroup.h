@@ -77,8 +77,8 @@ int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const struct bk_pod *pod
 /* The sandbox containers' own v1 cgroup.procs (hybrid hosts), kept open
  * between execs, per container instance (cgroup.c explains when an entry
  * goes). sweep: close those of containers whose init has exited (the
- * agent's loop, every 100 ms). drop: a spawn that used cg's failed; the
- * container's next exec opens them afresh. count: descriptors kept now. */
+ * agent's loop, every 100 ms). drop: a spawn (or a file helper's join)
+ * that used cg's failed; the container's next exec opens them afresh. count: descriptors kept now. */
 #define BK_CG_KEPT_CTRS 8
 #define BK_CG_KEPT_FDS (BK_CG_KEPT_CTRS * (BK_CG_V1_MAX + 1))
 void bk_cg_kept_sweep(void);

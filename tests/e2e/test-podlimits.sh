@@ -157,6 +157,19 @@ if [ "$CG_LAYOUT" = hybrid ]; then
 	ref=$(runc --root "$RUNC_ROOT" exec "$(sb pk1 sandbox_container_id)" cat /proc/self/cgroup | grep ':freezer:')
 	check "the exec after it joins the new directory, as runc exec does ($got)" \
 		sh -c "[ '$(j .exit_code)' = 0 ] && [ -n '$got' ] && [ '$got' = '$ref' ]"
+	# the same for the file helper, which joins them too
+	fview() { "$CTL" call --socket "$T/admin.sock" view '{"sandbox":"pk1","path":"/workspace"}' > "$T/fv.json"; }
+	fview
+	procs=$(cat "$KD/cgroup.procs")
+	for p in $procs; do echo "$p" > "$(dirname "$KD")/cgroup.procs"; done
+	rmdir "$KD" && mkdir "$KD"
+	for p in $procs; do echo "$p" > "$KD/cgroup.procs"; done
+	fview
+	echo "# a file op after the directory was made again: $(head -c 300 "$T/fv.json")"
+	check "the next file op fails closed, naming the layer ($(jq -r '.status, .body.code' "$T/fv.json" | tr '\n' ' '))" \
+		sh -c "[ \"\$(jq -r .status '$T/fv.json')\" = 503 ] && grep -q 'could not join its cgroups' '$T/fv.json'"
+	fview
+	check "the file op after it works ($(jq -r .status "$T/fv.json"))" test "$(jq -r .status "$T/fv.json")" = 200
 	k2=$(kept)
 	fds_before=$(ls "/proc/$AGENT_PID/fd" | wc -l)
 	bk_sandbox_delete pk1 >/dev/null
