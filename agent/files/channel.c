@@ -493,9 +493,9 @@ int bk_files_run(struct bk_agent *a, const struct bk_pod *pod, const struct bk_f
 	q->n_cg = (uint32_t)bk_exec_cg_v1_fds(&cg, (int[FD_CG_MAX]){ 0 }, FD_CG_MAX);
 	struct hashes hs = { 0 };
 	r = run_helper(pod, q, &cg, rq->op == BK_FILE_PRESENT ? &hs : NULL, res, err);
-	/* a helper that could not join the container's kept v1 cgroups: the
-	 * next one opens them afresh */
-	if ((r < 0 && startswith(err, "cgroup:")) || (res->status == 503 && startswith(res->detail, "cgroup:")))
+	/* a helper that could not join the container's kept v1 cgroups
+	 * (its own refusal, helper.c): the next one opens them afresh */
+	if (res->status == 503 && startswith(res->detail, "cgroup:"))
 		bk_exec_cg_kept_drop(&cg);
 	helper_cgroup_end(&cg);
 	if (r == -ETIMEDOUT) {

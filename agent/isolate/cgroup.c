@@ -190,11 +190,11 @@ static int cpuset_copy(const char *mount, const struct bk_pod_v1 *pv, const char
  * path names now. An entry goes when its init has exited (its pidfd
  * readable: the agent's loop sweeps every 100 ms, and every new entry
  * first), when the table is full (the least recently used one no exec
- * holds), and after a failed spawn of an exec, or a file helper that could
- * not join, that used it. An exec holds
- * its container's entry from its cgroup's creation until its spawn is
- * done (bk_exec_cg_setup_done): its child writes to the kept descriptors
- * themselves, and no other thread closes them meanwhile. */
+ * holds), and after a failed spawn of an exec, or a file helper that
+ * could not join, that used it. An exec holds its container's entry from
+ * its cgroup's creation until its spawn is done (bk_exec_cg_setup_done):
+ * its child writes to the kept descriptors themselves, and no other
+ * thread closes them meanwhile. */
 struct bk_cg_kept {
 	pid_t pid; /* 0: a free entry */
 	uint64_t start;

@@ -132,6 +132,14 @@ check "no exec cgroup left in any hierarchy ${left:+($left)}" test -z "$left"
 # layer, and the exec after it joins the new directory; the descriptors go
 # with the container.
 kept() { ctl status | jq -r '.limits.kept_cgroup_fds'; }
+# the container's freezer cgroup $KD made again under its live processes
+remake_kd() {
+	local p procs
+	procs=$(cat "$KD/cgroup.procs")
+	for p in $procs; do echo "$p" > "$(dirname "$KD")/cgroup.procs"; done
+	rmdir "$KD" && mkdir "$KD"
+	for p in $procs; do echo "$p" > "$KD/cgroup.procs"; done
+}
 if [ "$CG_LAYOUT" = hybrid ]; then
 	k0=$(kept)
 	bk_sandbox_create pk1 || not_ok "sandbox pk1 created"
@@ -141,10 +149,7 @@ if [ "$CG_LAYOUT" = hybrid ]; then
 	k1=$(kept)
 	check "the container's v1 cgroup.procs are kept after its first exec ($k0 -> $k1 descriptors)" \
 		test "${k1:-0}" -ge "$((${k0:-0} + 2))"
-	procs=$(cat "$KD/cgroup.procs")
-	for p in $procs; do echo "$p" > "$(dirname "$KD")/cgroup.procs"; done
-	rmdir "$KD" && mkdir "$KD"
-	for p in $procs; do echo "$p" > "$KD/cgroup.procs"; done
+	remake_kd
 	n_in=$(grep -c . "$KD/cgroup.procs")
 	bk_exec pk1 -- cat /proc/self/cgroup
 	echo "# after the container's freezer cgroup was made again ($n_in processes back in it): $(head -c 300 "$T/last.json")"
@@ -160,10 +165,7 @@ if [ "$CG_LAYOUT" = hybrid ]; then
 	# the same for the file helper, which joins them too
 	fview() { "$CTL" call --socket "$T/admin.sock" view '{"sandbox":"pk1","path":"/workspace"}' > "$T/fv.json"; }
 	fview
-	procs=$(cat "$KD/cgroup.procs")
-	for p in $procs; do echo "$p" > "$(dirname "$KD")/cgroup.procs"; done
-	rmdir "$KD" && mkdir "$KD"
-	for p in $procs; do echo "$p" > "$KD/cgroup.procs"; done
+	remake_kd
 	fview
 	echo "# a file op after the directory was made again: $(head -c 300 "$T/fv.json")"
 	check "the next file op fails closed, naming the layer ($(jq -r '.status, .body.code' "$T/fv.json" | tr '\n' ' '))" \
