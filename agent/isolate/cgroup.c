@@ -665,6 +665,7 @@ int bk_exec_cg_destroy(struct bk_exec_cg *cg)
 
 struct bk_exec_cg_dirs {
 	int n;
+	bool v2; /* d[0] is the v2 cgroup */
 	char *d[1 + BK_CG_V1_MAX];
 	char text[]; /* the paths, one after the other */
 };
@@ -685,9 +686,15 @@ struct bk_exec_cg_dirs *bk_exec_cg_take_dirs(struct bk_exec_cg *cg)
 		p = stpcpy(p, d[i]) + 1;
 	}
 	t->n = n;
+	t->v2 = cg->v2[0] != '\0';
 	bk_exec_cg_setup_done(cg);
 	forget(cg);
 	return t;
+}
+
+const char *bk_exec_cg_dirs_v2(const struct bk_exec_cg_dirs *t)
+{
+	return t->v2 ? t->d[0] : NULL;
 }
 
 int bk_exec_cg_dirs_remove(struct bk_exec_cg_dirs *t)

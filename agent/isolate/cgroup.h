@@ -109,6 +109,8 @@ int bk_exec_cg_destroy(struct bk_exec_cg *cg);
 struct bk_exec_cg_dirs;
 struct bk_exec_cg_dirs *bk_exec_cg_take_dirs(struct bk_exec_cg *cg);
 int bk_exec_cg_dirs_remove(struct bk_exec_cg_dirs *d);
+/* The v2 cgroup among them (NULL: none). */
+const char *bk_exec_cg_dirs_v2(const struct bk_exec_cg_dirs *d);
 /* The v1 cgroup.procs descriptors of cg (hybrid hosts: one per v1
  * hierarchy the exec path uses), for a process that must join them itself
  * by writing "0" (the exec child; the file helper, across its exec). At

@@ -429,11 +429,11 @@ static void run_command(struct exec_ctx *x)
 		res->exit_code = 128 + SIGTERM;
 	uint64_t t_receipt = now_ns();
 	/* did the BPF layer hold until the end? (read back again): every
-	 * program still on the exec cgroup, and no socket of an ended exec
-	 * lost its programs meanwhile (a hole, bk_filter_check: such a socket
-	 * could have been used from here unfiltered) */
+	 * program still on the exec cgroup, and no ended exec's cgroup lost
+	 * its programs meanwhile (a hole, bk_filter_removing: a socket of that
+	 * exec could have been used from here unfiltered) */
 	if (x->e->filter) {
-		uint64_t holes = bk_filter_check(x->e->filter);
+		uint64_t holes = bk_filter_holes(x->e->filter);
 		_cleanup_close_ int cgfd = open(x->cg.v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		res->bpf_held = cgfd >= 0 && bk_filter_attached(x->e->filter, cgfd) == BK_NPROGS &&
 				holes == x->holes0;
@@ -477,13 +477,25 @@ static void removed(const struct bk_config *cfg, const char *exec_id, bool recor
 struct removal {
 	struct bk_exec_cg_dirs *dirs;
 	const struct bk_config *cfg;
+	struct bk_filter *filter; /* every program was attached: read them back first */
 	bool recorded;
 	char exec_id[sizeof(((struct bk_exec_result *)0)->exec_id)];
 };
 
+/* Before an ended exec's cgroup goes: are its programs still on it?
+ * (bk_filter_removing: after the removal no one can take them off) */
+static void bpf_check(struct bk_filter *f, const char *v2, const char *exec_id)
+{
+	_cleanup_close_ int fd = open(v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0)
+		bk_filter_removing(f, fd, exec_id);
+}
+
 static void remove_now(void *arg)
 {
 	struct removal *rm = arg;
+	if (rm->filter && bk_exec_cg_dirs_v2(rm->dirs))
+		bpf_check(rm->filter, bk_exec_cg_dirs_v2(rm->dirs), rm->exec_id);
 	removed(rm->cfg, rm->exec_id, rm->recorded, bk_exec_cg_dirs_remove(rm->dirs));
 	free(rm);
 }
@@ -492,15 +504,19 @@ static void remove_now(void *arg)
  * processes are gone, its receipt read), and its ~100 us are off the
  * request's way. A crash before then leaves the record: the next start
  * removes what it names (recover.c). Without a request's window, now. */
-static void remove_later(struct exec_ctx *x)
+static void remove_later(struct exec_ctx *x, bool check_bpf)
 {
+	struct bk_filter *f = check_bpf ? x->e->filter : NULL;
 	struct removal *rm = malloc(sizeof(*rm));
 	if (!rm || !(rm->dirs = bk_exec_cg_take_dirs(&x->cg))) {
 		free(rm); /* out of memory: here and now */
+		if (f && x->cg.v2[0])
+			bpf_check(f, x->cg.v2, x->res->exec_id);
 		removed(x->cfg, x->res->exec_id, x->recorded, bk_exec_cg_destroy(&x->cg));
 		return;
 	}
 	rm->cfg = x->cfg;
+	rm->filter = f;
 	rm->recorded = x->recorded;
 	snprintf(rm->exec_id, sizeof(rm->exec_id), "%s", x->res->exec_id);
 	if (bk_later(remove_now, rm) < 0)
@@ -540,12 +556,11 @@ static void teardown(struct exec_ctx *x)
 		snprintf(res->policy, sizeof(res->policy), "%s", x->req->profile->name);
 	/* not detached: its sockets (handed to another exec, held by a process
 	 * that outlived the kill) keep its programs, which now refuse them as
-	 * stale; the pins go when the kernel releases the cgroup (filter.c) */
+	 * stale; they go when the kernel releases the cgroup (filter.c) */
+	bool all_attached = e->filter && x->att.n_attached == BK_NPROGS;
 	if (e->filter)
 		bk_filter_retire(e->filter, &x->att);
-	/* (its pins go when the kernel has released the cgroup: the event
-	 * thread reaps them, off the request's path) */
-	remove_later(x);
+	remove_later(x, all_attached);
 	closep(&x->pidfd);
 	closep(&x->go_fd);
 	closep(&x->info_fd);
@@ -573,8 +588,6 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	x->t0 = now_ns();
 	x->fresh_netns = e->cfg->layer_netns && req->profile->fresh_netns;
 	bk_exec_cg_init(&x->cg);
-	for (int i = 0; i < BK_NPROGS; i++)
-		x->att.link_fd[i] = -1;
 	x->netns_fd = x->landlock_fd = x->pidfd = x->out_fd = x->err_fd = x->go_fd = x->info_fd = -1;
 	x->pty_sock = -1;
 

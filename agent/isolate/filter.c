@@ -24,23 +24,12 @@
 
 #include "boxkite.skel.h"
 
-/* An ended exec whose links stay pinned until the kernel releases its
- * cgroup (see bk_filter_retire). */
-struct bk_zombie {
-	char pin_dir[512];
-	bool broken; /* a hole was counted for it */
-	/* the reaper's next look (CLOCK_MONOTONIC ms; 0: at once) and the
-	 * wait after it, doubled each time its links are still attached */
-	uint64_t next_ms;
-	uint32_t wait_ms;
-};
-
 struct bk_filter {
 	struct boxkite *skel;
-	pthread_mutex_t zlock;
-	struct bk_zombie *zombies;
-	int nz, zcap;
+	pthread_mutex_t zlock; /* holes */
 	uint64_t holes;
+	uint32_t prev_ids[BK_NPROGS]; /* the programs a previous agent had pinned here */
+	int n_prev;
 	char bpffs[256];
 	char keepalive[512];
 	struct bpf_link *keep_links[BK_NPROGS];
@@ -289,6 +278,7 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, bool task_info, 
 			    bpffs, strerror(-r));
 		goto fail;
 	}
+	char p[600];
 	r = mkdir_p(bpffs, 0700);
 	if (r < 0) {
 		bk_fail_buf(err, errlen, r, "cannot create %s (is bpffs mounted at /sys/fs/bpf?): %s",
@@ -296,10 +286,20 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, bool task_info, 
 		goto fail;
 	}
 	/* Pins of a previous agent are replaced: maps and programs are
-	 * reloaded, live exec links keep the old programs alive until the
-	 * recovery pass reaps their execs. */
+	 * reloaded; the cgroups of its execs keep its programs alive. Its
+	 * programs' ids first: recovery finds the exec cgroups they are
+	 * attached to (bk_filter_prev_ids). */
+	for (int i = 0; i < BK_NPROGS; i++) {
+		snprintf(p, sizeof(p), "%s/%s", bpffs, bpf_program__name(prog_at(f->skel, i)));
+		int pfd = bpf_obj_get(p);
+		struct bpf_prog_info info = { 0 };
+		__u32 len = sizeof(info);
+		if (pfd >= 0 && bpf_obj_get_info_by_fd(pfd, &info, &len) == 0 && info.id)
+			f->prev_ids[f->n_prev++] = info.id;
+		if (pfd >= 0)
+			close(pfd);
+	}
 	unpin_all(bpffs);
-	char p[600];
 	for (int i = 0; i < BK_NPROGS; i++) {
 		struct bpf_program *prog = prog_at(f->skel, i);
 		const char *name = bpf_program__name(prog);
@@ -380,14 +380,19 @@ void bk_filter_close(struct bk_filter *f)
 	if (f->keepalive[0])
 		rmdir(f->keepalive);
 	unpin_all(f->bpffs);
-	rmdir(f->bpffs); /* fails, rightly, while exec link pins remain */
+	rmdir(f->bpffs); /* fails, rightly, while an earlier agent's exec link pins remain */
 	boxkite__destroy(f->skel);
-	free(f->zombies);
 	pthread_mutex_destroy(&f->zlock);
 	free(f);
 }
 
 const struct bk_prog_desc *bk_filter_progs(const struct bk_filter *f) { return f->progs; }
+
+int bk_filter_prev_ids(const struct bk_filter *f, uint32_t ids[BK_NPROGS])
+{
+	memcpy(ids, f->prev_ids, sizeof(f->prev_ids));
+	return f->n_prev;
+}
 
 static void lpm_key(const struct bk_cidr *c, uint32_t profile, void *key)
 {
@@ -457,14 +462,11 @@ int bk_filter_load_policy(struct bk_filter *f, const struct bk_policy_set *ps, c
 	return 0;
 }
 
-int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *exec_id, struct bk_policy pol,
-		     struct bk_filter_att *att, char *err, size_t errlen)
+int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, struct bk_policy pol, struct bk_filter_att *att,
+		     char *err, size_t errlen)
 {
-	for (int i = 0; i < BK_NPROGS; i++)
-		att->link_fd[i] = -1;
 	att->cgid = cgid;
-	att->pin_dir[0] = '\0';
-	att->n_pinned = 0;
+	att->n_attached = 0;
 	int r;
 	/* a previous cgroup with this id (ids are not reused, but be exact) */
 	bpf_map_delete_elem(bpf_map__fd(f->skel->maps.bk_rate), &cgid);
@@ -487,34 +489,19 @@ int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *
 				   (unsigned long long)cgid, strerror(-r));
 	}
 	att->attached = true;
-	snprintf(att->pin_dir, sizeof(att->pin_dir), "%s/exec-%s", f->bpffs, exec_id);
-	if (mkdir(att->pin_dir, 0700) < 0) {
-		r = -errno;
-		bk_fail_buf(err, errlen, r, "cannot create %s: %s", att->pin_dir, strerror(-r));
-		att->pin_dir[0] = '\0'; /* nothing to remove at teardown */
-		return r;
-	}
+	/* Attached to the cgroup itself (BPF_PROG_ATTACH, multi), not as
+	 * links: the cgroup holds them until the kernel releases it, with no
+	 * descriptor or pin of ours, so the exec stays filtered when the
+	 * agent dies, and its sockets after it ended (see below). */
 	for (int i = 0; i < BK_NPROGS; i++) {
 		struct bpf_program *prog = prog_at(f->skel, i);
-		LIBBPF_OPTS(bpf_link_create_opts, o);
-		int fd = bpf_link_create(bpf_program__fd(prog), cg_fd, bpf_program__expected_attach_type(prog), &o);
-		if (fd < 0) {
+		if (bpf_prog_attach(bpf_program__fd(prog), cg_fd, bpf_program__expected_attach_type(prog),
+				    BPF_F_ALLOW_MULTI)) {
 			r = -errno;
 			return bk_fail_buf(err, errlen, r, "cannot attach %s to the exec cgroup: %s",
 					   f->progs[i].name, strerror(-r));
 		}
-		att->link_fd[i] = fd;
-		char p[700];
-		snprintf(p, sizeof(p), "%s/%s", att->pin_dir, f->progs[i].name);
-		if (bpf_obj_pin(fd, p)) {
-			r = -errno;
-			return bk_fail_buf(err, errlen, r, "cannot pin the link %s: %s", p, strerror(-r));
-		}
-		att->n_pinned++;
-		/* the pin holds the link from here: no fd per link for the
-		 * exec's whole life (the teardown retires it by its pins) */
-		close(fd);
-		att->link_fd[i] = -1;
+		att->n_attached++;
 	}
 	return 0;
 }
@@ -549,65 +536,40 @@ static void dns_forget(struct bk_filter *f, struct bk_filter_att *att)
 	att->has_dns = false;
 }
 
-void bk_filter_detach(struct bk_filter *f, struct bk_filter_att *att)
+void bk_filter_detach(struct bk_filter *f, int cg_fd, struct bk_filter_att *att)
 {
 	dns_forget(f, att);
-	for (int i = 0; i < BK_NPROGS; i++) {
-		if (att->pin_dir[0]) {
-			char p[700];
-			snprintf(p, sizeof(p), "%s/%s", att->pin_dir, f->progs[i].name);
-			unlink(p);
-		}
-		if (att->link_fd[i] >= 0)
-			close(att->link_fd[i]);
-		att->link_fd[i] = -1;
+	for (int i = 0; i < att->n_attached; i++) {
+		struct bpf_program *prog = prog_at(f->skel, i);
+		bpf_prog_detach2(bpf_program__fd(prog), cg_fd, bpf_program__expected_attach_type(prog));
 	}
-	if (att->pin_dir[0])
-		rmdir(att->pin_dir);
-	att->pin_dir[0] = '\0';
+	att->n_attached = 0;
 	if (att->attached)
 		policy_forget(f, att);
 	att->attached = false;
 }
 
-/* ---- ended execs: links kept until the kernel releases the cgroup ----------
+/* ---- ended execs: programs kept until the kernel releases the cgroup -------
  *
  * A socket keeps the cgroup it was created in, and with it that cgroup's
  * BPF state: cgroup_sk_alloc/cgroup_sk_clone take a cgroup_bpf_get on it,
  * and the programs attached there keep running for the socket after the
  * exec ended and its cgroup was removed (rmdir only kills the refcount;
- * cgroup_bpf_release runs when the last socket is freed, and then detaches
- * every link itself, leaving it defunct: bpf_link_info.cgroup.cgroup_id 0).
- * Detaching the links by hand at the end of an exec would leave every
- * socket the exec handed out (SCM_RIGHTS, pidfd_getfd) unfiltered. So an
- * ended exec is retired instead: its policy entry goes (its sockets are
- * then refused as stale_socket by its own programs, bk_sk_owner), its link
- * pins stay, and the reaper unpins them once the kernel has released the
- * cgroup. A zombie whose pins vanish while others are still attached (not
- * reaped by us: an operator, a bug) counts as a hole, and no exec running
- * across it claims bpf_held_to_end. */
-
-static int zombie_add(struct bk_filter *f, const char *pin_dir, bool partial)
-{
-	pthread_mutex_lock(&f->zlock);
-	if (f->nz == f->zcap) {
-		int nc = f->zcap ? f->zcap * 2 : 16;
-		struct bk_zombie *nz = realloc(f->zombies, (size_t)nc * sizeof(*nz));
-		if (!nz) {
-			pthread_mutex_unlock(&f->zlock);
-			return -ENOMEM;
-		}
-		f->zombies = nz;
-		f->zcap = nc;
-	}
-	struct bk_zombie *z = &f->zombies[f->nz++];
-	snprintf(z->pin_dir, sizeof(z->pin_dir), "%s", pin_dir);
-	z->broken = partial;
-	z->next_ms = 0;
-	z->wait_ms = 0;
-	pthread_mutex_unlock(&f->zlock);
-	return 0;
-}
+ * cgroup_bpf_release runs when the last socket is freed, and only then
+ * detaches the programs). Detaching them by hand at the end of an exec
+ * would leave every socket the exec handed out (SCM_RIGHTS, pidfd_getfd)
+ * unfiltered. So an ended exec is retired instead: its policy entry goes
+ * (its sockets are then refused as stale_socket by its own programs,
+ * bk_sk_owner), and its programs stay on the cgroup.
+ *
+ * Once the cgroup is removed nobody can take them off: BPF_PROG_DETACH
+ * (and BPF_PROG_QUERY) need a descriptor of the cgroup, and one of a
+ * removed cgroup is refused (cgroup_get_from_fd: css_tryget_online).
+ * Before that, a privileged process could detach them through the
+ * cgroup's path; the exec's own receipt reads them back at its end, and
+ * the removal after it reads them back again (bk_filter_removing): one
+ * missing there is a hole, and no exec running across it claims
+ * bpf_held_to_end. */
 
 void bk_filter_retire(struct bk_filter *f, struct bk_filter_att *att)
 {
@@ -615,150 +577,18 @@ void bk_filter_retire(struct bk_filter *f, struct bk_filter_att *att)
 	if (att->attached)
 		policy_forget(f, att);
 	att->attached = false;
-	for (int i = 0; i < BK_NPROGS; i++) {
-		if (att->link_fd[i] >= 0)
-			close(att->link_fd[i]); /* the pin holds the link */
-		att->link_fd[i] = -1;
-	}
-	if (!att->pin_dir[0])
+}
+
+void bk_filter_removing(struct bk_filter *f, int cg_fd, const char *exec_id)
+{
+	int n = bk_filter_attached(f, cg_fd);
+	if (n == BK_NPROGS)
 		return;
-	/* An attach that failed half way pinned fewer links: nothing of the
-	 * exec ran, so its missing pins are no hole. Without memory to
-	 * remember it the pins stay and the next agent's recovery adopts
-	 * them. */
-	(void)zombie_add(f, att->pin_dir, att->n_pinned < BK_NPROGS);
-	att->pin_dir[0] = '\0';
-}
-
-int bk_filter_adopt(struct bk_filter *f, const char *pin_dir)
-{
-	return zombie_add(f, pin_dir, false);
-}
-
-/* What is left of a zombie's links (pinned under the programs' names,
- * bk_filter_attach): how many of its pins are gone, and (links: the
- * reaper's question, not the receipt's) whether a link is still attached
- * to its cgroup. Every exec's receipt counts every zombie's pins, so this
- * is made cheap: the pins are counted by one read of the directory, and
- * the links are opened only until one is found attached (the kernel
- * detaches all of a cgroup's links at once when it releases the cgroup;
- * the zombie stays while any is attached). */
-static void zombie_links(const struct bk_filter *f, const char *dir, bool links, bool *attached, int *missing)
-{
-	*attached = false;
-	*missing = BK_NPROGS;
-	bool present[BK_NPROGS] = { false };
-	DIR *d = opendir(dir);
-	if (d) {
-		struct dirent *de;
-		while ((de = readdir(d)))
-			for (int i = 0; i < BK_NPROGS; i++)
-				if (!present[i] && streq(de->d_name, f->progs[i].name)) {
-					present[i] = true;
-					(*missing)--;
-				}
-		closedir(d);
-	}
-	for (int i = 0; links && i < BK_NPROGS && !*attached; i++) {
-		if (!present[i])
-			continue;
-		char p[700];
-		snprintf(p, sizeof(p), "%s/%s", dir, f->progs[i].name);
-		int fd = bpf_obj_get(p);
-		if (fd < 0)
-			continue; /* (gone since the read: missing at the next reap) */
-		struct bpf_link_info info = { 0 };
-		__u32 il = sizeof(info);
-		if (bpf_obj_get_info_by_fd(fd, &info, &il) != 0 || info.type != BPF_LINK_TYPE_CGROUP ||
-		    info.cgroup.cgroup_id != 0)
-			*attached = true;
-		close(fd);
-	}
-}
-
-static void zombie_remove(const struct bk_filter *f, const char *dir)
-{
-	for (int i = 0; i < BK_NPROGS; i++) {
-		char p[700];
-		snprintf(p, sizeof(p), "%s/%s", dir, f->progs[i].name);
-		unlink(p);
-	}
-	rmdir(dir);
-}
-
-/* A zombie with pins missing is a hole, counted once (f->zlock held). */
-static void count_hole(struct bk_filter *f, struct bk_zombie *z, int missing)
-{
-	if (!missing || z->broken)
-		return;
-	/* a link went before the kernel released the cgroup, or we cannot
-	 * tell that it did not: a hole */
-	z->broken = true;
+	pthread_mutex_lock(&f->zlock);
 	f->holes++;
-	log_errorf("bpf_hole", "the links of ended exec %s went before the kernel released its cgroup "
-		   "(%d of %d pins missing): its sockets may have been unfiltered",
-		   z->pin_dir, missing, BK_NPROGS);
-}
-
-/* A zombie is looked at again after BK_REAP_MS, then after twice as long
- * each time its links are still attached, up to BK_REAP_MAX_MS: the
- * kernel releases most cgroups within milliseconds, and a zombie kept by a
- * socket that lives on costs the reaper little. */
-#define BK_REAP_MS 10
-#define BK_REAP_MAX_MS 1000
-
-/* bk_filter_reap at now (ms); *due: when the soonest zombie kept is due
- * (UINT64_MAX: none kept). */
-static int reap_at(struct bk_filter *f, uint64_t now, uint64_t *due)
-{
-	*due = UINT64_MAX;
-	pthread_mutex_lock(&f->zlock);
-	for (int i = 0; i < f->nz;) {
-		struct bk_zombie *z = &f->zombies[i];
-		if (z->next_ms > now) {
-			if (z->next_ms < *due)
-				*due = z->next_ms;
-			i++;
-			continue;
-		}
-		bool att;
-		int missing;
-		zombie_links(f, z->pin_dir, true, &att, &missing);
-		count_hole(f, z, missing);
-		if (!att) {
-			zombie_remove(f, z->pin_dir);
-			f->zombies[i] = f->zombies[--f->nz];
-			continue;
-		}
-		z->wait_ms = !z->wait_ms ? BK_REAP_MS : 2 * z->wait_ms < BK_REAP_MAX_MS ? 2 * z->wait_ms : BK_REAP_MAX_MS;
-		z->next_ms = now + z->wait_ms;
-		if (z->next_ms < *due)
-			*due = z->next_ms;
-		i++;
-	}
-	int n = f->nz;
 	pthread_mutex_unlock(&f->zlock);
-	return n;
-}
-
-int bk_filter_reap(struct bk_filter *f)
-{
-	uint64_t due;
-	return reap_at(f, now_ns() / 1000000, &due);
-}
-
-uint64_t bk_filter_check(struct bk_filter *f)
-{
-	pthread_mutex_lock(&f->zlock);
-	for (int i = 0; i < f->nz; i++) {
-		bool att;
-		int missing;
-		zombie_links(f, f->zombies[i].pin_dir, false, &att, &missing);
-		count_hole(f, &f->zombies[i], missing);
-	}
-	uint64_t h = f->holes;
-	pthread_mutex_unlock(&f->zlock);
-	return h;
+	log_errorf("bpf_hole", "%d of the %d programs of ended exec %s were taken off its cgroup before its removal: "
+		   "its sockets may have been unfiltered", BK_NPROGS - n, BK_NPROGS, exec_id);
 }
 
 uint64_t bk_filter_holes(struct bk_filter *f)
@@ -1166,7 +996,7 @@ int bk_step_bpf(struct exec_ctx *x)
 	snprintf(res->policy, sizeof(res->policy), "%s", prof->name); /* read back at the end */
 	x->holes0 = bk_filter_holes(f);
 	char ferr[BK_ERRMSG_MAX] = "";
-	r = bk_filter_attach(f, x->cg.v2_fd, x->cg.id, res->exec_id, pol, &x->att, ferr, sizeof(ferr));
+	r = bk_filter_attach(f, x->cg.v2_fd, x->cg.id, pol, &x->att, ferr, sizeof(ferr));
 	if (r < 0)
 		return bk_fail(&x->err, r, NULL, "%s", ferr);
 	/* read back, from the kernel, which programs are attached to the exec
@@ -1360,29 +1190,13 @@ static void file_event(struct bk_engine *e, const struct bk_event *ev, const cha
 			 LS("comm", d.comm), LS("name", d.name[0] ? d.name : NULL));
 }
 
-/* Also the reaper of retired execs, off the execs' path: their pins go
- * soon after the kernel released their cgroups. It runs when the soonest
- * kept zombie is due (each at its own pace, bk_filter_reap), at least
- * every 100 ms (a zombie retired meanwhile is first looked at then) and
- * at most every BK_REAP_MS; an exec's receipt counts the pins of every one
- * kept (bk_filter_check: the fewer kept, the cheaper). An idle agent costs
- * one lock per 100 ms. */
+/* The denials' thread: it wakes for an event, else every 100 ms to see
+ * whether the agent stops. */
 static void *events_main(void *arg)
 {
 	struct bk_engine *e = arg;
-	uint64_t last = 0, due = UINT64_MAX;
-	while (!e->stop) {
-		uint64_t now = now_ns() / 1000000;
-		/* (events wake the poll early: a storm of denials does not
-		 * make the reaper run more often) */
-		if (now - last >= BK_REAP_MS) {
-			reap_at(e->filter, now, &due);
-			last = now;
-		}
-		uint64_t wait = due > now ? due - now : 0;
-		bk_filter_events_poll(e->filter, (int)(wait < BK_REAP_MS ? BK_REAP_MS : wait > 100 ? 100 : wait),
-				      on_event, e);
-	}
+	while (!e->stop)
+		bk_filter_events_poll(e->filter, 100, on_event, e);
 	return NULL;
 }
 

@@ -2,10 +2,10 @@
 /* The BPF layer: one object loaded once at agent start, programs and maps
  * pinned under the bpffs directory with bk_ names, a long-lived keepalive
  * cgroup that holds one attachment of each program type (so per-exec
- * attaches stay cheap), and per-exec links pinned under <bpffs>/exec-<id>/
- * so an exec stays filtered when the agent dies — and its sockets after it
- * ended: the pins stay until the kernel releases the exec's cgroup
- * (bk_filter_retire, bk_filter_reap; the why is in filter.c). */
+ * attaches stay cheap), and the programs attached to each exec's cgroup
+ * itself (BPF_PROG_ATTACH, multi), which holds them until the kernel
+ * releases it: an exec stays filtered when the agent dies, and its sockets
+ * after it ended (bk_filter_retire; the why is in filter.c). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,10 +41,8 @@ struct bk_filter_att {
 	bool has_dns; /* names in policy: the exec's DNS proxy (bk_dnsproxy) */
 	struct bk_dns_target dns;
 	struct bk_dnsx *dnsx; /* its endpoint (dnsproxy.c), closed by retire/detach */
-	int link_fd[BK_NPROGS];
-	int n_pinned;
-	char pin_dir[512];
-	bool attached;
+	int n_attached; /* programs attached so far (bk_filter_attach) */
+	bool attached;  /* its map entries written */
 };
 
 /* Load, pin and attach to the keepalive cgroup (created at keepalive_cg).
@@ -72,37 +70,34 @@ int bk_filter_helper_uses(struct bk_prog_helpers out[BK_NPROGS]);
  * bpf_get_current_pid_tgid#14"). */
 void bk_bpf_load_verdict(const char *log, char *prog, size_t plen, char *line, size_t llen);
 void bk_filter_close(struct bk_filter *f);
-/* Policy entry first, then the links: no instant where an attached
- * program finds no policy is possible, and a missing entry denies anyway. */
 /* Write every profile's allow and deny rules into the LPM maps. */
 int bk_filter_load_policy(struct bk_filter *f, const struct bk_policy_set *ps, char *err, size_t errlen);
-/* att->locals/n_locals (and att->dns when has_dns) must be filled by the caller before. */
-int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, const char *exec_id, struct bk_policy pol,
-		     struct bk_filter_att *att, char *err, size_t errlen);
+/* Policy entry first, then the programs: no instant where an attached
+ * program finds no policy is possible, and a missing entry denies anyway.
+ * att->locals/n_locals (and att->dns when has_dns) must be filled by the
+ * caller before. */
+int bk_filter_attach(struct bk_filter *f, int cg_fd, uint64_t cgid, struct bk_policy pol, struct bk_filter_att *att,
+		     char *err, size_t errlen);
 /* Denials of one exec cgroup so far (also those not sent as events). */
 uint64_t bk_filter_denied(struct bk_filter *f, uint64_t cgid);
-/* Detach at once: links closed and unpinned, policy entry removed. Only for
- * a cgroup none of whose sockets can outlive this call (the self-test's
- * probe, whose process closed its sockets and was reaped). */
-void bk_filter_detach(struct bk_filter *f, struct bk_filter_att *att);
+/* Detach at once: programs taken off the cgroup, policy entry removed.
+ * Only for a cgroup none of whose sockets can outlive this call (the
+ * self-test's probe, whose process closed its sockets and was reaped). */
+void bk_filter_detach(struct bk_filter *f, int cg_fd, struct bk_filter_att *att);
 /* The end of an exec: its policy entries go (its sockets are refused as
- * stale_socket from now on), its link fds are closed, its link pins stay
- * until the kernel releases the cgroup — the last socket created in it is
- * freed — and the reaper removes them. */
+ * stale_socket from now on); its programs stay on its cgroup until the
+ * kernel releases it — the last socket created in it is freed. */
 void bk_filter_retire(struct bk_filter *f, struct bk_filter_att *att);
-/* A pin directory of an ended exec a previous agent left (recovery). */
-int bk_filter_adopt(struct bk_filter *f, const char *pin_dir);
-/* Unpin the retired execs whose cgroup the kernel has released; count a
- * hole for any whose links went before. Returns how many are still kept. */
-int bk_filter_reap(struct bk_filter *f);
-/* Holes so far: retired execs whose links went while their cgroup (and so
- * possibly a socket of theirs) was alive. */
+/* Just before an ended exec's cgroup is removed (cg_fd: the cgroup): every
+ * program must still be on it, else a hole is counted and logged
+ * (bpf_hole): a socket of the exec could have been used unfiltered. */
+void bk_filter_removing(struct bk_filter *f, int cg_fd, const char *exec_id);
+/* Holes so far (bk_filter_removing). */
 uint64_t bk_filter_holes(struct bk_filter *f);
-/* An exec's receipt: the pins of every retired exec still kept are
- * counted now (a hole for any missing, as bk_filter_reap does), nothing is
- * unpinned (the reaper's, off the exec's path). Returns bk_filter_holes. */
-uint64_t bk_filter_check(struct bk_filter *f);
 const struct bk_prog_desc *bk_filter_progs(const struct bk_filter *f);
+/* The ids of the programs a previous agent had pinned in this bpffs
+ * directory when this one started (none: 0). */
+int bk_filter_prev_ids(const struct bk_filter *f, uint32_t ids[BK_NPROGS]);
 /* The hook of program i (the order of bk_filter_progs). */
 enum bpf_attach_type bk_filter_attach_type(const struct bk_filter *f, int i);
 /* How many of our programs the kernel reports attached to a cgroup. */

@@ -71,6 +71,69 @@ static void v1_add(char (*v1)[BK_RECORD_PATH_MAX], int *n, const char *path)
 	snprintf(v1[(*n)++], BK_RECORD_PATH_MAX, "%s", path);
 }
 
+/* The exec's entry in the policy map the old program itself reads (the old
+ * agent's, kept alive by its programs): removed, its sockets are refused
+ * as stale from now on. False when the program reads no bk_policy (the
+ * recvmsg hooks): another link of the exec must do it. */
+static bool old_policy_forget(uint32_t prog_id, uint64_t cgid)
+{
+	bool found = false;
+	int pfd = bpf_prog_get_fd_by_id(prog_id);
+	if (pfd < 0)
+		return false;
+	__u32 ids[32];
+	struct bpf_prog_info pi = { 0 };
+	__u32 pl = sizeof(pi);
+	pi.nr_map_ids = ARRAY_SIZE(ids);
+	pi.map_ids = (__u64)(uintptr_t)ids;
+	if (bpf_obj_get_info_by_fd(pfd, &pi, &pl) == 0) {
+		for (__u32 i = 0; i < pi.nr_map_ids && i < ARRAY_SIZE(ids); i++) {
+			int mfd = bpf_map_get_fd_by_id(ids[i]);
+			if (mfd < 0)
+				continue;
+			struct bpf_map_info mi = { 0 };
+			__u32 ml = sizeof(mi);
+			if (bpf_obj_get_info_by_fd(mfd, &mi, &ml) == 0 && streq(mi.name, "bk_policy")) {
+				bpf_map_delete_elem(mfd, &cgid);
+				found = true;
+			}
+			close(mfd);
+		}
+	}
+	close(pfd);
+	return found;
+}
+
+/* The programs attached to an exec cgroup (path): the old agent's, when
+ * it carries any of ids[0..n) (n 0: any program). Their exec's entry is
+ * removed from the policy map they read. Returns whether it carries one. */
+static bool forget_attached(const char *path, const uint32_t *ids, int n)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	uint64_t cgid;
+	if (fd < 0 || bk_cgroup_id(path, &cgid) < 0)
+		return false;
+	/* the hooks whose programs read bk_policy */
+	static const enum bpf_attach_type types[] = { BPF_CGROUP_INET_SOCK_CREATE, BPF_CGROUP_INET4_CONNECT };
+	bool ours = false, forgot = false;
+	for (size_t t = 0; t < ARRAY_SIZE(types); t++) {
+		__u32 got[16], cnt = ARRAY_SIZE(got), flags = 0;
+		if (bpf_prog_query(fd, types[t], 0, &flags, got, &cnt) < 0)
+			continue;
+		for (__u32 k = 0; k < cnt; k++) {
+			bool match = n == 0;
+			for (int i = 0; i < n && !match; i++)
+				match = got[k] == ids[i];
+			if (!match)
+				continue;
+			ours = true;
+			if (!forgot)
+				forgot = old_policy_forget(got[k], cgid);
+		}
+	}
+	return ours;
+}
+
 /* One record: kill and remove what it names, if it names exec cgroups of
  * this node's hierarchies. */
 static bool recover_record(struct bk_engine *e, const char *id, const char *path)
@@ -91,6 +154,8 @@ static bool recover_record(struct bk_engine *e, const char *id, const char *path
 	v1_add(rec->v1, &rec->n_v1, rec->cgroup_pids_v1);
 	v1_add(rec->v1, &rec->n_v1, rec->cgroup_memory_v1);
 	bool live = bk_cgroup_populated(rec->cgroup);
+	if (rec->cgroup[0])
+		forget_attached(rec->cgroup, NULL, 0);
 	int r = kill_and_remove(rec->cgroup, rec->v1, rec->n_v1);
 	struct log_field f[6];
 	size_t n = 0;
@@ -134,37 +199,26 @@ static int recover_state_files(struct bk_engine *e)
 	return n;
 }
 
-/* The exec's entry in the policy map the old program itself reads (the old
- * agent's, kept alive by its programs): removed, its sockets are refused
- * as stale from now on. False when the program reads no bk_policy (the
- * recvmsg hooks): another link of the exec must do it. */
-static bool old_policy_forget(uint32_t prog_id, uint64_t cgid)
+/* Kill what runs in an exec cgroup that has no record (path: its v2
+ * cgroup) and remove it, with its v1 twins: the exec was put in each v1
+ * hierarchy at the same place below the pod. */
+static bool kill_unrecorded(struct bk_engine *e, const char *path)
 {
-	bool found = false;
-	int pfd = bpf_prog_get_fd_by_id(prog_id);
-	if (pfd < 0)
+	if (!cg_path_ok(path, e->mounts.v2))
 		return false;
-	__u32 ids[32];
-	struct bpf_prog_info pi = { 0 };
-	__u32 pl = sizeof(pi);
-	pi.nr_map_ids = ARRAY_SIZE(ids);
-	pi.map_ids = (__u64)(uintptr_t)ids;
-	if (bpf_obj_get_info_by_fd(pfd, &pi, &pl) == 0) {
-		for (__u32 i = 0; i < pi.nr_map_ids && i < ARRAY_SIZE(ids); i++) {
-			int mfd = bpf_map_get_fd_by_id(ids[i]);
-			if (mfd < 0)
-				continue;
-			struct bpf_map_info mi = { 0 };
-			__u32 ml = sizeof(mi);
-			if (bpf_obj_get_info_by_fd(mfd, &mi, &ml) == 0 && streq(mi.name, "bk_policy")) {
-				bpf_map_delete_elem(mfd, &cgid);
-				found = true;
-			}
-			close(mfd);
-		}
+	_cleanup_free_ char(*v1)[BK_RECORD_PATH_MAX] = calloc(BK_RECORD_V1_MAX, BK_RECORD_PATH_MAX);
+	int n = 0;
+	const char *rel = path + strlen(e->mounts.v2);
+	for (int i = 0; v1 && i < e->mounts.n_v1; i++) {
+		char p[BK_RECORD_PATH_MAX];
+		struct stat st;
+		if (snprintf(p, sizeof(p), "%s%s", e->mounts.v1[i].mount, rel) < (int)sizeof(p) &&
+		    stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+			v1_add(v1, &n, p);
 	}
-	close(pfd);
-	return found;
+	kill_and_remove(path, v1, n);
+	log_warnf("recovered_exec", "killed unrecorded exec in %s", path);
+	return true;
 }
 
 /* Kill what runs in the cgroup of a link (an exec whose record is missing). */
@@ -183,33 +237,19 @@ static bool kill_link_cgroup(struct bk_engine *e, int mnt, uint64_t cgid)
 	ssize_t pl = readlink(fdp, path, sizeof(path) - 1);
 	if (pl > 0) {
 		path[pl] = '\0';
-		if (cg_path_ok(path, e->mounts.v2)) {
-			/* its v1 twins, where the exec was put in each v1
-			 * hierarchy at the same place below the pod */
-			_cleanup_free_ char(*v1)[BK_RECORD_PATH_MAX] = calloc(BK_RECORD_V1_MAX, BK_RECORD_PATH_MAX);
-			int n = 0;
-			const char *rel = path + strlen(e->mounts.v2);
-			for (int i = 0; v1 && i < e->mounts.n_v1; i++) {
-				char p[BK_RECORD_PATH_MAX];
-				struct stat st;
-				if (snprintf(p, sizeof(p), "%s%s", e->mounts.v1[i].mount, rel) < (int)sizeof(p) &&
-				    stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-					v1_add(v1, &n, p);
-			}
-			kill_and_remove(path, v1, n);
-			killed = true;
-			log_warnf("recovered_exec", "killed unrecorded exec in %s", path);
-		}
+		killed = kill_unrecorded(e, path);
 	}
 	close(cfd);
 	return killed;
 }
 
-/* Link pins of ended execs: what runs in a cgroup that still carries them is
- * killed (an exec whose record is missing), the exec's policy entry leaves
- * the maps its programs read, and the pins stay — adopted by the new
- * agent's reaper — while the kernel has not released the cgroup; those it
- * has released are unpinned now. */
+/* Link pins an earlier build left (until December 2026 the agent pinned
+ * each exec's links under exec-<id>/): what runs in a cgroup that still carries them is killed
+ * (an exec whose record is missing), the exec's policy entry leaves the
+ * maps its programs read, and the pins stay while the kernel has not
+ * released the cgroup (a socket of the exec may still be held: unpinned,
+ * its links would be detached); those it has released are unpinned. An
+ * agent started later unpins the rest. */
 static void recover_pins(struct bk_engine *e)
 {
 	DIR *d = opendir(e->cfg->bpffs);
@@ -249,13 +289,8 @@ static void recover_pins(struct bk_engine *e)
 			close(lfd);
 		}
 		closedir(ld);
-		if (attached) {
-			/* (without the BPF layer there is no reaper: the pins
-			 * stay, filtering, for an agent that has one) */
-			if (e->filter)
-				bk_filter_adopt(e->filter, dir);
+		if (attached)
 			continue;
-		}
 		ld = opendir(dir);
 		while (ld && (le = readdir(ld))) {
 			if (le->d_name[0] == '.')
@@ -271,13 +306,40 @@ static void recover_pins(struct bk_engine *e)
 	closedir(d);
 }
 
+/* Exec cgroups that carry the previous agent's programs (ids) and have no
+ * record (a record removed by hand: recorded ones are gone by now), found
+ * by walking the v2 hierarchy: killed and removed, their policy entries
+ * removed from the maps the old programs read. Another agent's execs (its
+ * own bpffs directory, other programs) are left alone. */
+static void recover_walk(struct bk_engine *e, const char *dir, int depth, const uint32_t *ids, int n)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		char p[BK_RECORD_PATH_MAX];
+		if (snprintf(p, sizeof(p), "%s/%s", dir, de->d_name) >= (int)sizeof(p))
+			continue;
+		if (startswith(de->d_name, "boxkite-exec-") && safe_exec_id(de->d_name + 13)) {
+			if (forget_attached(p, ids, n))
+				kill_unrecorded(e, p);
+		} else if (depth < 16) {
+			recover_walk(e, p, depth + 1, ids, n);
+		}
+	}
+	closedir(d);
+}
+
 int bk_recover(struct bk_engine *e)
 {
 	int n = recover_state_files(e);
 	recover_pins(e);
-	/* what the kernel released already goes now; a hole among the adopted
-	 * (pins gone before release) is counted before any exec runs */
-	if (e->filter)
-		bk_filter_reap(e->filter);
+	uint32_t ids[BK_NPROGS];
+	int ni = e->filter ? bk_filter_prev_ids(e->filter, ids) : 0;
+	if (ni > 0 && e->mounts.v2[0])
+		recover_walk(e, e->mounts.v2, 0, ids, ni);
 	return n;
 }

@@ -68,14 +68,14 @@ static int probe_once(struct bk_agent *a, int cg_fd, uint64_t cgid, int netns_fd
 	memset(&att, 0, sizeof(att));
 	char ferr[300] = "";
 	struct bk_policy pol = { .flags = 0, .profile = prof->id };
-	int r = bk_filter_attach(e->filter, cg_fd, cgid, "5e1f7e57", pol, &att, ferr, sizeof(ferr));
+	int r = bk_filter_attach(e->filter, cg_fd, cgid, pol, &att, ferr, sizeof(ferr));
 	if (r < 0) {
-		bk_filter_detach(e->filter, &att);
+		bk_filter_detach(e->filter, cg_fd, &att);
 		return bk_fail_buf(err, errlen, r, "bpf: cannot attach the filters to the self-test cgroup: %s", ferr);
 	}
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0) {
-		bk_filter_detach(e->filter, &att);
+		bk_filter_detach(e->filter, cg_fd, &att);
 		return -errno;
 	}
 	int pidfd = -1;
@@ -97,7 +97,7 @@ static int probe_once(struct bk_agent *a, int cg_fd, uint64_t cgid, int netns_fd
 		close(pidfd);
 	}
 	close(p[0]);
-	bk_filter_detach(e->filter, &att);
+	bk_filter_detach(e->filter, cg_fd, &att);
 	if (pid < 0) {
 		return bk_fail_buf(err, errlen, -EIO, "cgroup: cannot start a probe in the self-test cgroup: %s",
 				   strerror(clone_errno));

@@ -62,14 +62,26 @@ live_exec_cg() { local d p c; for d in "$CG2"/kubepods/*/pod"$1"/boxkite-exec-* 
 	for p in $(cat "$d/cgroup.procs" 2>/dev/null); do c=$(cat /proc/$p/comm 2>/dev/null); case $c in ''|boxkite-agent|boxkite-slot|boxkite-slotmon) ;; *) echo "$d"; return 0 ;; esac; done
 done; }
 
-# Link pins of ended execs: they stay until the kernel has released the
-# exec's cgroup (its last socket freed), then the agent's reaper (every
-# ~0.3 s) removes them — so a test that wants none left waits a little.
-# (a warm slot's pins are its own: not counted)
-exec_pins() {
-	local slots; slots=$(slot_cgroups | sed 's|.*/boxkite-exec-|exec-|')
-	ls "$BPFFS" 2>/dev/null | grep '^exec-' | grep -vxF -e "${slots:-/}"
+# Per-exec pin directories in the bpffs directory: there are none (an
+# exec's programs are attached to its cgroup itself, which holds them
+# until the kernel releases it; agents before December 2026 pinned links
+# under exec-<id>/).
+exec_pins() { ls "$BPFFS" 2>/dev/null | grep '^exec-'; }
+# prog_gone ID: the kernel no longer has program ID (nothing holds it)
+prog_gone() { ! bpftool prog show id "$1" >/dev/null 2>&1; }
+# The agent's programs attached to a cgroup (a directory), counted.
+cg_progs() { bpftool -j cgroup show "$1" 2>/dev/null | jq '[.[] | select(.name | startswith("bk_"))] | length'; }
+# The ids of the running agent's eight programs (from its pins).
+agent_prog_ids() {
+	local n
+	for n in bk_sock_create bk_connect4 bk_connect6 bk_sendmsg4 bk_sendmsg6 bk_egress bk_recvmsg4 bk_recvmsg6; do
+		bpftool -j prog show pinned "$BPFFS/$n" 2>/dev/null | jq -r .id
+	done
 }
+# progs_alive ID...: those of the programs the kernel still has
+progs_alive() { local i; for i in "$@"; do bpftool prog show id "$i" >/dev/null 2>&1 && echo "$i"; done; }
+# wait_for SECONDS COMMAND...: true once COMMAND succeeds, polled every 0.05 s
+wait_for() { local t=$(($1 * 20)); shift; while ! "$@"; do t=$((t - 1)); [ "$t" -gt 0 ] || return 1; sleep 0.05; done; }
 # gone_within SECONDS COMMAND...: true once COMMAND fails (or prints
 # nothing), polled every 0.1 s
 gone_within() {

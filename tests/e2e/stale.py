@@ -11,7 +11,8 @@
 #                       Prints "NAME RESULT" (ok or the errno name).
 #   send TAG KIND...    make one socket per KIND (tcp, udp, tcp6, udp6) and
 #                       send them all to the holder, then end.
-#   sendwait TAG KIND...  send, then stay (until the exec is killed).
+#   sendwait TAG KIND...  send, make /tmp/bk-stale-TAG.sent, then stay
+#                       (until the exec is killed).
 #   leave TAG KIND...   the same, from a process that leaves the exec's
 #                       process tree (fork, setsid, fork) and keeps beating
 #                       into /tmp/bk-stale-TAG.beat; the exec's own process
@@ -58,7 +59,7 @@ def use(kind, fd, addr, port):
         return errno.errorcode.get(e.errno, str(e.errno))
 
 def hold(tag, specs):
-    for ext in ("sock", "go"):
+    for ext in ("sock", "go", "sent"):
         try:
             os.unlink(path(tag, ext))
         except FileNotFoundError:
@@ -107,6 +108,7 @@ elif role == "send":
 elif role == "sendwait":
     socks = make(rest)
     send(tag, socks)
+    open(path(tag, "sent"), "w").close()
     print("sent", len(rest), flush=True)
     time.sleep(600)
 elif role == "leave":

@@ -70,12 +70,10 @@ check "verify passes on a healthy sandbox (exit 0)" test "$rc" = 0
 check "verify: four probes, each stopped" test "$(grep -cE '^(metadata|kubernetes_api|pod|public) .* stopped ' "$T/verify.txt")" = 4
 check "verify: says which layer stopped each, and why" test "$(grep -cE ' stopped .* bpf \((metadata|private|not_allowed)\)$' "$T/verify.txt")" = 4
 
-# a BPF link detached behind the agent's back, during the verify exec
+# a BPF program detached behind the agent's back, during the verify exec
 ctl verify ob1 --hold 3 --json > "$T/v2.json" & vp=$!
 for _ in $(seq 1 50); do cg=$(live_exec_cg "$(sb ob1 pod_uid)"); [ -n "$cg" ] && break; sleep 0.05; done
-cid=$(stat -c %i "$cg" 2>/dev/null)
-lid=$(bpftool -j link show | jq -r ".[] | select(.type == \"cgroup\" and .cgroup_id == $cid and .attach_type == \"cgroup_inet4_connect\") | .id" | head -1)
-[ -n "$lid" ] && bpftool link detach id "$lid"
+bpftool cgroup detach "${cg:-/nonexistent}" cgroup_inet4_connect pinned "$BPFFS/bk_connect4"
 wait $vp; rc=$?
 check "verify fails when a program is detached with bpftool (exit $rc)" test "$rc" != 0
 check "  ... and names the bpf layer" test "$(jq -r '.layers.bpf.held' "$T/v2.json")" = false

@@ -14,8 +14,10 @@
 #  - DNS: an exec that writes a nameserver into its own resolv.conf still
 #    reaches only the pod's resolvers (read by the agent from the sandbox
 #    container's root);
-#  - the agent: one per pin directory; link pins of an exec with no state
-#    record are reaped by the next agent (the exec killed); a missing
+#  - the agent: one per pin directory; an exec with no state record is
+#    found by the next agent from the old agent's programs on its cgroup
+#    and killed (an exec cgroup carrying another agent's programs is left
+#    alone), and the old programs go with its cgroup; a missing
 #    required kernel facility stops the start with one line; a layer
 #    switched off is logged as UNSAFE.
 . "$(dirname "$0")/lib.sh"
@@ -255,24 +257,41 @@ check "a second agent on the same pins refuses to start (exit $rc), naming why" 
 bk_exec pa -- echo still
 check "  ... the first agent still runs execs" test "$(j .stdout)" = still
 
-# --- 7: exec link pins without a state record -------------------------------------------------------
+# --- 7: an exec without a state record ---------------------------------------------------------------
 ctl exec pa --timeout 60 -- sleep 50 > /dev/null 2>&1 &
 cg=
 for _ in $(seq 1 100); do
 	cg=$(live_exec_cg "$UA")
 	[ -n "$cg" ] && grep -q . "$cg/cgroup.procs" 2>/dev/null && break; sleep 0.05
 done
-check "a long exec runs, its links pinned ($(exec_pins | xargs))" test -n "$cg" -a -n "$(exec_pins)"
+check "a long exec runs, the agent's 8 programs on its cgroup ($(cg_progs "$cg"))" test -n "$cg" -a "$(cg_progs "$cg")" = 8
+OLD_IDS=$(agent_prog_ids | xargs)
+# another agent's exec (its own bpffs directory, its own copy of the programs) in the same pod
+OTHER_CG=$(dirname "$cg")/boxkite-exec-0123456789abcdef
+OTHER_PINS=$BPFFS-other
+mkdir -p "$OTHER_PINS" "$OTHER_CG"
+bpftool prog loadall "$BK_BIN/bpf/boxkite.bpf.o" "$OTHER_PINS" 2>/dev/null
+bpftool cgroup attach "$OTHER_CG" cgroup_inet4_connect pinned "$OTHER_PINS/bk_connect4" multi
+sleep 300 & OTHER_PID=$!
+echo "$OTHER_PID" > "$OTHER_CG/cgroup.procs"
+check "another agent's exec runs in the same pod, its own program on its cgroup" \
+	sh -c "test \"\$(cat '$OTHER_CG/cgroup.procs')\" = $OTHER_PID && test \"\$(bpftool -j cgroup show '$OTHER_CG' | jq length)\" = 1"
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 rm -f "$T/admin.sock" "$SOCK" "$T"/state/execs/*.json
 check "agent killed, its state record removed by hand, the exec still runs" \
 	sh -c "grep -q . '$cg/cgroup.procs' && ! ls '$T'/state/execs/*.json >/dev/null 2>&1"
 START=$(wc -l < "$T/agent.log")
 bk_start_agent || not_ok "the next agent starts"
-check "the next agent killed the unrecorded exec from its pins" \
+check "the next agent killed the unrecorded exec, found by the old agent's programs on its cgroup" \
 	sh -c "tail -n +$((START + 1)) '$T/agent.log' | grep -q '\"recovered_exec\".*killed unrecorded exec in $cg'"
 check "  ... its cgroup is gone" sh -c "! test -d '$cg'"
-check "  ... and its link pins reaped" gone_within 5 exec_pins
+old_freed() { test "$(echo $OLD_IDS | wc -w)" = 8 && gone_within 5 progs_alive $OLD_IDS; }
+check "  ... and the old agent's 8 programs are freed with it" old_freed
+check "  ... another agent's exec is left alone (its cgroup, its process, its program)" \
+	sh -c "test \"\$(cat '$OTHER_CG/cgroup.procs' 2>/dev/null)\" = $OTHER_PID && kill -0 $OTHER_PID && test \"\$(bpftool -j cgroup show '$OTHER_CG' | jq length)\" = 1"
+kill -9 "$OTHER_PID"; wait "$OTHER_PID" 2>/dev/null
+for _ in $(seq 1 50); do rmdir "$OTHER_CG" 2>/dev/null && break; sleep 0.05; done
+rm -rf "$OTHER_PINS"
 
 # --- 11 again, on the SO_PEERCRED fallback -----------------------------------------------------------
 bk_stop_agent

@@ -3,7 +3,7 @@
 # from the kernel objects the exec ran in — the command's own
 # /proc/<pid>/status, its cgroup files, the BPF maps — and signed with the
 # node's Ed25519 key, checkable with stock openssl. State changed behind the
-# agent's back (a cap raised, a policy entry rewritten, a link detached)
+# agent's back (a cap raised, a policy entry rewritten, a program detached)
 # shows in the receipt; a receipt altered by one byte fails verification.
 . "$(dirname "$0")/lib.sh"
 
@@ -64,16 +64,16 @@ check "receipt: a policy entry rewritten during the exec shows (icmp on) ($val)"
 	sh -c "jq -e '.isolation.policy_rules | index(\"icmp on\")' $T/t2.json >/dev/null"
 check "receipt: ... and its digest differs from the untouched entry's" test "$(jq -r .isolation.policy_digest "$T/t2.json")" != "$D1"
 
-# a link detached during the exec (bpftool link detach): the receipt says the layer did not hold
+# a program detached during the exec (bpftool cgroup detach): the receipt says the layer did not hold
 ctl exec rc1 --json -- sleep "$(( 2 * TIME_SCALE ))" > "$T/t3.json" & ep=$!
 cg=
 for _ in $(seq 1 100); do cg=$(live_exec_cg "$PUID"); [ -n "$cg" ] && break; sleep 0.05; done
-cid=$(stat -c %i "${cg:-/nonexistent}" 2>/dev/null || echo 0)
-lid=$(bpftool -j link show | jq -r ".[] | select(.type == \"cgroup\" and .cgroup_id == $cid and .attach_type == \"cgroup_inet4_connect\") | .id" | head -1)
-[ -n "$lid" ] && bpftool link detach id "$lid"
+n0=$(cg_progs "$cg")
+bpftool cgroup detach "${cg:-/nonexistent}" cgroup_inet4_connect pinned "$BPFFS/bk_connect4"
+n1=$(cg_progs "$cg")
 wait $ep
-check "receipt: a link detached during the exec shows as bpf_held_to_end false (link ${lid:-none})" \
-	test "$(jq -r .isolation.bpf_held_to_end "$T/t3.json")" = false
+check "receipt: a program detached during the exec ($n0 -> $n1 on its cgroup) shows as bpf_held_to_end false" \
+	sh -c "test '$n0 $n1' = '8 7' && test \"\$(jq -r .isolation.bpf_held_to_end $T/t3.json)\" = false"
 bk_exec rc1 -- true
 check "receipt: an untouched exec held to the end" test "$(j .isolation.bpf_held_to_end)" = true
 

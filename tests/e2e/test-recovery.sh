@@ -36,6 +36,7 @@ sample() { # count attached boxkite programs on the exec cgroup
 	bpftool cgroup show "$cg" 2>/dev/null | grep -c ' bk_'
 }
 check "before the kill: 8 programs on the exec cgroup" test "$(sample)" = 8
+OLD_IDS=$(agent_prog_ids | xargs)
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 rm -f "$T/admin.sock" "$SOCK"
 bad=0 n=0
@@ -52,7 +53,8 @@ bk_start_agent '{"layers":{"netns":false}}' || not_ok "new agent starts"
 check "new agent killed the orphaned exec" sh -c "! test -d $cg"
 check "recovery logged" grep -q '"recovered_exec".*"action":"killed"' "$T/agent.log"
 check "no state record left" sh -c "! ls $T/state/execs/*.json 2>/dev/null | grep -q ."
-check "no exec link pins left (reaped once the kernel released the cgroup)" gone_within 3 exec_pins
+old_freed() { test "$(echo $OLD_IDS | wc -w)" = 8 && gone_within 3 progs_alive $OLD_IDS; }
+check "the old agent's 8 programs ($OLD_IDS) are freed once the kernel released the exec's cgroup" old_freed
 left=$(exec_cgroups_left "$(sb rc1 pod_uid)")
 check "no exec cgroup left in any hierarchy ${left:+($left)}" test -z "$left"
 bk_exec rc1 -- sh -c 'cat /workspace/REACHED 2>/dev/null | wc -c'
