@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cgroup discovery (v2, and every v1 hierarchy on hybrid hosts) and
- * per-exec cgroups. The v2 cgroup carries the BPF links and cgroup.kill;
+ * per-exec cgroups. The v2 cgroup carries the BPF programs and cgroup.kill;
  * pids and memory caps go to v2 controllers where the node has them, else
  * to the v1 hierarchies. On a hybrid host the exec also gets a child of the
  * pod's cgroup in every v1 hierarchy the pod is in (cpu, cpuacct, cpuset,

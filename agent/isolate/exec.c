@@ -147,7 +147,7 @@ static const struct step request_steps[] = {
 };
 
 /* ... for a warm slot where the child is born as its command
- * (BK_SPAWN_DIRECT): nothing more. The slot holds its cgroups, links and
+ * (BK_SPAWN_DIRECT): nothing more. The slot holds its cgroups, programs and
  * namespace; the request that takes it spawns into them. (A child parked
  * ahead would be a copy of the agent: while it waited, every page the
  * agent wrote was copied first, ~200 faults an exec, and the copy itself
@@ -599,7 +599,7 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 
 /* The command runs: what only the setup needed goes, so that a live exec
  * holds few of the agent's descriptors (its pidfd, stdout and stderr; the
- * links are held by their pins, the namespace and the Landlock ruleset by
+ * programs are held by its cgroup, the namespace and the Landlock ruleset by
  * the command, its cgroups by their paths). */
 static void setup_done(struct exec_ctx *x)
 {
@@ -609,7 +609,7 @@ static void setup_done(struct exec_ctx *x)
 }
 
 /* A request takes a warm slot: the slot's exec becomes its own (the
- * slot's cgroups, links, namespace, and its parked child where there is
+ * slot's cgroups, programs, namespace, and its parked child where there is
  * one; its receipt so far),
  * timed and watched from now. */
 static void adopt(struct exec_ctx *x, struct bk_warm_slot *w, const struct bk_pod *pod,

@@ -9,8 +9,8 @@
  *   cgroup     per-exec cgroup      cgroup.c   v2 (+ v1 pids/memory) caps
  *   cgroup     exec record          records.c  on disk before anything runs
  *                                              in it, for a new agent
- *   bpf        egress filter        filter.c   policy entry + pinned links,
- *                                              read back with a prog query
+ *   bpf        egress filter        filter.c   policy entry + programs on the
+ *                                              cgroup, read back (prog query)
  *   netns      fresh namespace      netns.c    from the pool, lo up
  *   landlock   execute allowlist    landlock.c the ruleset (sessions with
  *                                              allowed commands)
@@ -161,7 +161,7 @@ enum bk_phase {
 	BK_PH_PRIVS,         /* stdio, rlimits, the privilege drop, cwd */
 	BK_PH_LANDLOCK,      /* the ruleset (agent) and restrict_self (child) */
 	BK_PH_REPORT,        /* the child's ready report written until the agent has it */
-	BK_PH_RECEIPT,       /* after the run: links, holes, caps, cgroup id, policy read back */
+	BK_PH_RECEIPT,       /* after the run: programs, holes, caps, cgroup id, policy read back */
 	BK_PH_N
 };
 
@@ -195,7 +195,7 @@ struct bk_exec_result {
 	int n_progs;
 	struct bk_prog_desc progs[BK_NPROGS];
 	bool bpf_held;                /* all programs still attached when the command ended, and
-				       * no ended exec's links went meanwhile (bk_filter_holes) */
+				       * no ended exec's cgroup lost one meanwhile (bk_filter_holes) */
 	bool requester_gone;          /* killed because the requester hung up */
 	bool landlock;                /* the execute allowlist was applied */
 	int seccomp_mode;             /* /proc/<pid>/status of the command: Seccomp (2: filter) */

@@ -34,7 +34,9 @@ const struct bk_feature_desc bk_feature_desc[BK_F_N] = {
 			     "the cgroup BPF program types cgroup_skb, cgroup_sock and cgroup_sock_addr with every "
 			     "helper the egress programs call (5.8 for all of them)", NULL },
 	[BK_F_BPF_LINK] = { "bpf_link_cgroup", BK_NEED_BPF,
-			    "BPF links on cgroups (BPF_LINK_CREATE, 5.7) for each hook of the egress filter", NULL },
+			    "BPF programs on cgroups for each hook of the egress filter: as links (BPF_LINK_CREATE, 5.7; "
+			    "the keepalive cgroup) and attached to the cgroup itself (BPF_PROG_ATTACH, multi; each exec)",
+			    NULL },
 	[BK_F_BPF_RINGBUF] = { "bpf_ringbuf", BK_NEED_BPF, "the BPF ring buffer (5.8), which carries denial events",
 			       NULL },
 	[BK_F_BPF_TASK_INFO] = { "bpf_task_info", BK_NEED_OPTIONAL,
@@ -169,7 +171,7 @@ static void probe_bpf(struct bk_features *f)
 }
 
 /* Each hook of ours, a trivial program linked to the probe cgroup and
- * released again. */
+ * released again, then attached to it (multi) and detached again. */
 static void probe_links(struct bk_features *f, int cg_fd)
 {
 	static const struct {
@@ -194,11 +196,17 @@ static void probe_links(struct bk_features *f, int cg_fd)
 		int e = errno;
 		if (lfd >= 0)
 			close(lfd);
+		int ar = lfd >= 0 ? bpf_prog_attach(pfd, cg_fd, hooks[i].a, BPF_F_ALLOW_MULTI) : -1;
+		if (lfd >= 0)
+			e = errno;
+		if (ar == 0)
+			bpf_prog_detach2(pfd, cg_fd, hooks[i].a);
 		if (pfd >= 0)
 			close(pfd);
-		if (lfd < 0) {
+		if (lfd < 0 || ar < 0) {
 			f->have[BK_F_BPF_LINK] = false;
-			why(f, BK_F_BPF_LINK, "%s of %s on a cgroup: %s", pfd < 0 ? "loading a program" : "a link",
+			why(f, BK_F_BPF_LINK, "%s of %s on a cgroup: %s",
+			    pfd < 0 ? "loading a program" : lfd < 0 ? "a link" : "attaching a program (multi)",
 			    libbpf_bpf_attach_type_str(hooks[i].a), strerror(e));
 			return;
 		}

@@ -121,8 +121,8 @@ void bk_filter_readback(struct bk_filter *f, const struct bk_policy_set *ps, con
 struct exec_ctx;
 /* Step "bpf" of an exec: its policy entry (the profile; the pod's own
  * addresses when it shares the pod's network namespace, the pod's
- * resolvers when the profile allows DNS) and its links on the exec cgroup,
- * pinned, then read back from the kernel: every program must be attached.
+ * resolvers when the profile allows DNS) and its programs attached to the
+ * exec cgroup, then read back from the kernel: every one must be there.
  * From here on its denial events are filed with its result. */
 int bk_step_bpf(struct exec_ctx *x);
 /* A warm slot's take (warm.h): its denial events go to the request's

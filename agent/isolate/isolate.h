@@ -24,7 +24,7 @@
  *   records.c   exec records on disk: written by the record step, removed
  *               by the teardown (their text: agent/parse/records.h)
  *   recover.c   restart recovery: kill and clean up what an old agent left
- *               (its records and its link pins)
+ *               (its records, its programs on exec cgroups)
  *   filter.c    the BPF layer: load, pin, policy maps; the bpf step (the
  *               exec's policy inputs, attach, read-back); denial events
  *   dnsproxy.c  names in policy: the DNS proxy endpoint of each exec whose

@@ -3,7 +3,7 @@
  *
  * A slot is an exec with every step taken that does not depend on its
  * request: its own cgroups (limits set, recorded for recovery), the BPF
- * links and the profile's policy entry, a fresh network namespace. A
+ * programs and the profile's policy entry, a fresh network namespace. A
  * request of the same pod and profile takes one: its child is spawned
  * into them as for an exec made on the spot (child.h: born as the
  * command, its own IPC, pid and mount namespaces and /proc, interfaces

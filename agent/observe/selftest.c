@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The node self-test: at start and every selftest_interval seconds, a
- * throwaway exec context (a cgroup carrying the BPF links, a fresh network
+ * throwaway exec context (a cgroup carrying the BPF programs, a fresh network
  * namespace) probes the verify targets. The probe namespace holds every
  * target address on its own lo, so without the BPF layer each probe would
  * connect (or be refused by the local stack) — and no packet can leave the

@@ -134,10 +134,9 @@ def bpftool_json(*argv):
         return []
 
 
-def cgroup_links(cgid):
-    """Ids of the BPF links attached to the cgroup with id CGID (the kernel's)."""
-    return sorted(x["id"] for x in bpftool_json("link", "show")
-                  if x.get("type") == "cgroup" and x.get("cgroup_id") == cgid)
+def cgroup_progs(d):
+    """Ids of boxkite's BPF programs attached to the cgroup directory D (the kernel's)."""
+    return sorted(x["id"] for x in bpftool_json("cgroup", "show", d) if x.get("name", "").startswith("bk_"))
 
 
 def policy_maps_with(cgid):
@@ -184,8 +183,8 @@ def netns_holders(ns):
 
 def exec_running(pod_uid, seconds=5, exclude=()):
     """The facts of a running exec of POD_UID, read from the kernel: its
-    cgroups in every hierarchy, cgroup id, processes, netns, BPF links,
-    policy entry, link pins."""
+    cgroups in every hierarchy, cgroup id, processes, netns, the BPF
+    programs on its cgroup, policy entry."""
     t0 = time.time()
     while time.time() - t0 < seconds:
         for d in glob.glob(f"{v2_root()}/kubepods/*/pod{pod_uid}/**/boxkite-exec-*", recursive=True):
@@ -194,7 +193,7 @@ def exec_running(pod_uid, seconds=5, exclude=()):
                 continue
             try:
                 pids = open(d + "/cgroup.procs").read().split()
-                links = cgroup_links(os.stat(d).st_ino)
+                progs = cgroup_progs(d)
                 netns = os.readlink(f"/proc/{pids[0]}/ns/net") if pids else None
                 cmds = {p: open(f"/proc/{p}/cmdline").read() for p in pids}
                 # a warm slot (made ahead, or being made) is not a running exec
@@ -202,17 +201,20 @@ def exec_running(pod_uid, seconds=5, exclude=()):
                     continue
             except (OSError, IndexError):
                 continue
-            if pids and links:
+            if pids and progs:
                 cgid = os.stat(d).st_ino
                 return {"id": eid, "v2": d, "cgid": cgid, "dirs": exec_cgroup_dirs(pod_uid, eid),
-                        "procs": cmds, "netns": netns, "links": links, "policy": policy_maps_with(cgid),
-                        "pins": os.path.join(BPFFS, "exec-" + eid), "pod": pod_uid}
+                        "procs": cmds, "netns": netns, "progs": progs, "policy": policy_maps_with(cgid),
+                        "pod": pod_uid}
         time.sleep(0.05)
     return None
 
 
-def exec_left(ex):
-    """What is left of the exec EX (from exec_running): [] when nothing."""
+def exec_left(ex, progs=False):
+    """What is left of the exec EX (from exec_running): [] when nothing.
+    progs: also the programs that were on its cgroup (an old agent's, after
+    a restart: freed once the kernel released the cgroup; a live agent's
+    stay pinned)."""
     left = []
     for p, cmd in ex["procs"].items():
         try:
@@ -221,11 +223,12 @@ def exec_left(ex):
         except OSError:
             pass
     left += ["cgroup " + d for d in exec_cgroup_dirs(ex["pod"], ex["id"])]
-    live = {x["id"] for x in bpftool_json("link", "show")}
-    left += [f"link {i}" for i in ex["links"] if i in live]
+    if progs:
+        live = {x["id"] for x in bpftool_json("prog", "show")}
+        left += [f"program {i}" for i in ex["progs"] if i in live]
     left += [f"policy entry in map {m}" for m in policy_maps_with(ex["cgid"])]
-    if os.path.exists(ex["pins"]):
-        left.append("pins " + " ".join(os.listdir(ex["pins"])))
+    if os.path.isdir(BPFFS):
+        left += ["pins " + x for x in os.listdir(BPFFS) if x.startswith("exec-")]
     if ex["netns"]:
         left += [ex["netns"] + " held by " + h for h in netns_holders(ex["netns"])]
     return left
@@ -240,12 +243,12 @@ def left_summary(left):
     return "left: " + "; ".join(f"{len(v)} {k} (e.g. {v[0][:90]})" for k, v in kinds.items())
 
 
-def left_within(seconds, ex):
-    """exec_left, polled: the agent's reaper unpins links only once the
-    kernel has released the exec's cgroup (~0.3 s period)."""
+def left_within(seconds, ex, progs=False):
+    """exec_left, polled: the cgroups go after the answer, and the kernel
+    frees an old agent's programs once it has released the cgroup."""
     t0 = time.time()
     while True:
-        left = exec_left(ex)
+        left = exec_left(ex, progs)
         if not left or time.time() - t0 > seconds:
             return left
         time.sleep(0.1)
@@ -580,8 +583,8 @@ def agent_recovery(lane, sb):
     th.start()
     ex = exec_running(sb.uid)
     check("long exec (sleep 30) running through the shim: processes, cgroups in every hierarchy, "
-          "BPF links, policy entry and pins seen in the kernel",
-          ex and ex["procs"] and ex["dirs"] and ex["links"] and ex["policy"] and os.path.isdir(ex["pins"]),
+          "the 8 BPF programs on its cgroup and its policy entry seen in the kernel",
+          ex and ex["procs"] and ex["dirs"] and len(ex["progs"]) == 8 and ex["policy"],
           json.dumps(ex)[:400])
     apid = state(ag.cid["agent"])["init_process_pid"]
     os.kill(apid, 9)
@@ -595,10 +598,10 @@ def agent_recovery(lane, sb):
           not th.is_alive() and r.get("exit_code") is None and json.dumps(r) != "{}", json.dumps(r)[:300])
     if ex and os.environ.get("BK_CRI_BREAK") == "recovery":
         # fault for showing the recovery checks can fail: the new agent
-        # starts without what recovery works from (state record, link pins)
-        for f in glob.glob(os.path.join(STATE_DIR, "execs", "*.json")):
+        # starts without what recovery works from (the state record, the
+        # old agent's program pins, which name the programs on its cgroup)
+        for f in glob.glob(os.path.join(STATE_DIR, "execs", "*.json")) + glob.glob(os.path.join(BPFFS, "bk_*")):
             os.unlink(f)
-        subprocess.run(["rm", "-rf", ex["pins"]])
     early = exec_left(ex) if ex and os.environ.get("BK_CRI_BREAK") == "early" else None
     cri.remove(ag.cid["agent"])
     ag.restarts["agent"] = ag.restarts.get("agent", 0) + 1
@@ -608,12 +611,12 @@ def agent_recovery(lane, sb):
     if not ex:
         check("agent restarted via CRI: ready again", ready, str(how)[:200])
         return
-    left = left_within(3, ex) if early is None else early
+    left = left_within(3, ex, progs=True) if early is None else early
     took = time.time() - t0
     n = len(ex["dirs"])
     check(f"agent restarted via CRI: it recovered the orphaned exec {ex['id'][:12]} ({took:.1f} s): "
-          f"processes killed, cgroups removed in all {n} hierarchies, {len(ex['links'])} BPF links, "
-          "policy entry, pins and netns gone", ready and not left, left_summary(left))
+          f"processes killed, cgroups removed in all {n} hierarchies, policy entry and netns gone, "
+          f"the old agent's {len(ex['progs'])} BPF programs freed", ready and not left, left_summary(left))
     log = lane.agent_log()
     rec = [x for x in log.splitlines() if '"recovered_exec"' in x and ex["id"] in x]
     check("the new agent's log: recovered_exec naming the exec (action killed) and the recovery summary",
@@ -645,7 +648,7 @@ def pod_stop(lane, sb):
     took = time.time() - t0
     left = (left_within(3, ex) if early is None else early) if ex else ["(the exec was not seen running)"]
     check(f"pod stopped during an exec: exec ended ({took:.1f} s); no exec process, cgroup "
-          f"({len(ex['dirs']) if ex else 0} hierarchies), BPF link, policy entry, pin or netns left",
+          f"({len(ex['dirs']) if ex else 0} hierarchies), policy entry, per-exec pin or netns left",
           not th.is_alive() and not left, left_summary(left) + f" r={json.dumps(res.get('r'))[:150]}")
     if left and ex:
         # what the agent said of the exec seen running and of the request

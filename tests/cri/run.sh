@@ -10,8 +10,8 @@
 #   BK_CRI_KEEP=1: keep the lane directory (logs, containerd.log)
 #   BK_CRI_BREAK=state: give the agent an empty directory instead of
 #     containerd's runc state (shows the identity checks failing)
-#   BK_CRI_BREAK=recovery: remove the killed agent's state record and link
-#     pins before restarting it (shows the recovery checks failing)
+#   BK_CRI_BREAK=recovery: remove the killed agent's state record and
+#     program pins before restarting it (shows the recovery checks failing)
 #   BK_CRI_BREAK=early: look for the exec's leftovers before the agent
 #     restart and before the pod stop (shows those checks can see them)
 #
