@@ -17,7 +17,9 @@
 #  - the agent: one per pin directory; an exec with no state record is
 #    found by the next agent from the old agent's programs on its cgroup
 #    and killed (an exec cgroup carrying another agent's programs is left
-#    alone), and the old programs go with its cgroup; a missing
+#    alone), and the old programs go with its cgroup; link pins an earlier
+#    build left under exec-<id>/ are handled as before (the exec killed,
+#    the pins removed by a start after its cgroup is released); a missing
 #    required kernel facility stops the start with one line; a layer
 #    switched off is logged as UNSAFE.
 . "$(dirname "$0")/lib.sh"
@@ -292,6 +294,27 @@ check "  ... another agent's exec is left alone (its cgroup, its process, its pr
 kill -9 "$OTHER_PID"; wait "$OTHER_PID" 2>/dev/null
 for _ in $(seq 1 50); do rmdir "$OTHER_CG" 2>/dev/null && break; sleep 0.05; done
 rm -rf "$OTHER_PINS"
+
+# --- 7b: link pins an earlier build left (until December 2026 each exec's links were pinned) ---------
+OLD_ID=00c0ffee00c0ffee
+OLD_CG=$(dirname "$cg")/boxkite-exec-$OLD_ID
+mkdir -p "$OLD_CG"
+sleep 300 & OLD_PID=$!
+echo "$OLD_PID" > "$OLD_CG/cgroup.procs"
+python3 "$(dirname "$0")/bpflink.py" "$OLD_CG" "$BPFFS" "$BPFFS/exec-$OLD_ID" > "$T/bpflink.out" 2>&1
+n_old=$(cg_progs "$OLD_CG")
+check "an earlier build's exec: a process in its cgroup, $n_old programs on it as links pinned under exec-$OLD_ID ($(cat "$T/bpflink.out"))" \
+	sh -c "grep -qx $OLD_PID '$OLD_CG/cgroup.procs' && test \$(ls '$BPFFS/exec-$OLD_ID' | wc -l) = 8 && test '$n_old' = 8"
+kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
+rm -f "$T/admin.sock" "$SOCK"
+START=$(wc -l < "$T/agent.log")
+bk_start_agent || not_ok "the next agent starts"
+check "the next agent killed it (its link pins name the cgroup; so do the old programs on it)" \
+	sh -c "tail -n +$((START + 1)) '$T/agent.log' | grep -q '\"recovered_exec\".*killed unrecorded exec in $OLD_CG' && ! test -d '$OLD_CG'"
+wait "$OLD_PID" 2>/dev/null
+bk_stop_agent
+bk_start_agent || not_ok "an agent starts again"
+check "  ... and an agent started after the kernel released its cgroup removed the pins" sh -c "! test -e '$BPFFS/exec-$OLD_ID'"
 
 # --- 11 again, on the SO_PEERCRED fallback -----------------------------------------------------------
 bk_stop_agent
