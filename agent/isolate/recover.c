@@ -74,7 +74,7 @@ static void v1_add(char (*v1)[BK_RECORD_PATH_MAX], int *n, const char *path)
 /* The exec's entry in the policy map the old program itself reads (the old
  * agent's, kept alive by its programs): removed, its sockets are refused
  * as stale from now on. False when the program reads no bk_policy (the
- * recvmsg hooks): another link of the exec must do it. */
+ * recvmsg hooks): another program of the exec must do it. */
 static bool old_policy_forget(uint32_t prog_id, uint64_t cgid)
 {
 	bool found = false;
@@ -244,12 +244,12 @@ static bool kill_link_cgroup(struct bk_engine *e, int mnt, uint64_t cgid)
 }
 
 /* Link pins an earlier build left (until December 2026 the agent pinned
- * each exec's links under exec-<id>/): what runs in a cgroup that still carries them is killed
- * (an exec whose record is missing), the exec's policy entry leaves the
- * maps its programs read, and the pins stay while the kernel has not
- * released the cgroup (a socket of the exec may still be held: unpinned,
- * its links would be detached); those it has released are unpinned. An
- * agent started later unpins the rest. */
+ * each exec's links under exec-<id>/): what runs in a cgroup that still
+ * carries them is killed (an exec whose record is missing), the exec's
+ * policy entry leaves the maps its programs read, and the pins stay while
+ * the kernel has not released the cgroup (a socket of the exec may still
+ * be held: unpinned, its links would be detached); those it has released
+ * are unpinned. An agent started later unpins the rest. */
 static void recover_pins(struct bk_engine *e)
 {
 	DIR *d = opendir(e->cfg->bpffs);
