@@ -193,14 +193,14 @@ static void probe_links(struct bk_features *f, int cg_fd)
 		LIBBPF_OPTS(bpf_prog_load_opts, o, .expected_attach_type = hooks[i].a);
 		int pfd = bpf_prog_load(hooks[i].t, NULL, "GPL", insns, ARRAY_SIZE(insns), &o);
 		int lfd = pfd >= 0 ? bpf_link_create(pfd, cg_fd, hooks[i].a, NULL) : -1;
-		int e = errno;
-		if (lfd >= 0)
+		int e = errno, ar = -1;
+		if (lfd >= 0) {
 			close(lfd);
-		int ar = lfd >= 0 ? bpf_prog_attach(pfd, cg_fd, hooks[i].a, BPF_F_ALLOW_MULTI) : -1;
-		if (lfd >= 0)
+			ar = bpf_prog_attach(pfd, cg_fd, hooks[i].a, BPF_F_ALLOW_MULTI);
 			e = errno;
-		if (ar == 0)
-			bpf_prog_detach2(pfd, cg_fd, hooks[i].a);
+			if (ar == 0)
+				bpf_prog_detach2(pfd, cg_fd, hooks[i].a);
+		}
 		if (pfd >= 0)
 			close(pfd);
 		if (lfd < 0 || ar < 0) {

@@ -67,8 +67,6 @@ done; }
 # until the kernel releases it; agents before December 2026 pinned links
 # under exec-<id>/).
 exec_pins() { ls "$BPFFS" 2>/dev/null | grep '^exec-'; }
-# prog_gone ID: the kernel no longer has program ID (nothing holds it)
-prog_gone() { ! bpftool prog show id "$1" >/dev/null 2>&1; }
 # The agent's programs attached to a cgroup (a directory), counted.
 cg_progs() { bpftool -j cgroup show "$1" 2>/dev/null | jq '[.[] | select(.name | startswith("bk_"))] | length'; }
 # The ids of the running agent's eight programs (from its pins).
