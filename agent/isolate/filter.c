@@ -26,7 +26,7 @@
 
 struct bk_filter {
 	struct boxkite *skel;
-	pthread_mutex_t zlock; /* holes */
+	pthread_mutex_t holes_lock;
 	uint64_t holes;
 	uint32_t prev_ids[BK_NPROGS]; /* the programs a previous agent had pinned here */
 	int n_prev;
@@ -246,7 +246,7 @@ int bk_filter_open(const char *bpffs, const char *keepalive_cg, bool task_info, 
 	struct bk_filter *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
-	pthread_mutex_init(&f->zlock, NULL);
+	pthread_mutex_init(&f->holes_lock, NULL);
 	snprintf(f->bpffs, sizeof(f->bpffs), "%s", bpffs);
 	snprintf(f->keepalive, sizeof(f->keepalive), "%s", keepalive_cg);
 	int r;
@@ -382,7 +382,7 @@ void bk_filter_close(struct bk_filter *f)
 	unpin_all(f->bpffs);
 	rmdir(f->bpffs); /* fails, rightly, while an earlier agent's exec link pins remain */
 	boxkite__destroy(f->skel);
-	pthread_mutex_destroy(&f->zlock);
+	pthread_mutex_destroy(&f->holes_lock);
 	free(f);
 }
 
@@ -584,18 +584,18 @@ void bk_filter_removing(struct bk_filter *f, int cg_fd, const char *exec_id)
 	int n = bk_filter_attached(f, cg_fd);
 	if (n == BK_NPROGS)
 		return;
-	pthread_mutex_lock(&f->zlock);
+	pthread_mutex_lock(&f->holes_lock);
 	f->holes++;
-	pthread_mutex_unlock(&f->zlock);
+	pthread_mutex_unlock(&f->holes_lock);
 	log_errorf("bpf_hole", "%d of the %d programs of ended exec %s were taken off its cgroup before its removal: "
 		   "its sockets may have been unfiltered", BK_NPROGS - n, BK_NPROGS, exec_id);
 }
 
 uint64_t bk_filter_holes(struct bk_filter *f)
 {
-	pthread_mutex_lock(&f->zlock);
+	pthread_mutex_lock(&f->holes_lock);
 	uint64_t h = f->holes;
-	pthread_mutex_unlock(&f->zlock);
+	pthread_mutex_unlock(&f->holes_lock);
 	return h;
 }
 

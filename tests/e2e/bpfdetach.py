@@ -9,33 +9,13 @@
 #                                       (the cgroup may be removed by then)
 #
 # Prints one line per program: NAME ok, or NAME and the errno's name.
-import ctypes
 import errno
 import os
 import struct
 import sys
 import time
 
-BPF_OBJ_GET, BPF_PROG_DETACH = 7, 9
-# program pin name -> enum bpf_attach_type
-PROGS = {
-    "bk_egress": 1,  # BPF_CGROUP_INET_EGRESS
-    "bk_sock_create": 2,  # BPF_CGROUP_INET_SOCK_CREATE
-    "bk_connect4": 10,
-    "bk_connect6": 11,
-    "bk_sendmsg4": 14,  # BPF_CGROUP_UDP4_SENDMSG
-    "bk_sendmsg6": 15,
-    "bk_recvmsg4": 19,  # BPF_CGROUP_UDP4_RECVMSG
-    "bk_recvmsg6": 20,
-}
-libc = ctypes.CDLL(None, use_errno=True)
-SYS_bpf = 321  # x86-64
-
-
-def bpf(cmd, attr):
-    buf = ctypes.create_string_buffer(attr, 128)
-    r = libc.syscall(SYS_bpf, cmd, buf, 128)
-    return r if r >= 0 else -ctypes.get_errno()
+from bpfsys import BPF_OBJ_GET, BPF_PROG_DETACH, PROGS, bpf, path_op
 
 
 def main():
@@ -47,8 +27,7 @@ def main():
         while not os.path.exists(wait):
             time.sleep(0.02)
     for name, atype in PROGS.items():
-        path = ctypes.create_string_buffer(os.path.join(bpffs, name).encode())
-        pfd = bpf(BPF_OBJ_GET, struct.pack("QII", ctypes.addressof(path), 0, 0))
+        pfd = path_op(BPF_OBJ_GET, os.path.join(bpffs, name))
         if pfd < 0:
             print(name, "no-pin", errno.errorcode.get(-pfd, str(-pfd)))
             continue

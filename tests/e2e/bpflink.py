@@ -8,25 +8,16 @@
 #
 # Links each of the agent's eight programs (from its pins in BPFFS) to
 # CGROUP and pins the link as PINDIR/<program>. Prints "linked N".
-import ctypes
 import os
 import struct
 import sys
 
-BPF_OBJ_PIN, BPF_OBJ_GET, BPF_LINK_CREATE = 6, 7, 28
-PROGS = {  # program pin name -> enum bpf_attach_type
-    "bk_egress": 1, "bk_sock_create": 2, "bk_connect4": 10, "bk_connect6": 11,
-    "bk_sendmsg4": 14, "bk_sendmsg6": 15, "bk_recvmsg4": 19, "bk_recvmsg6": 20,
-}
-libc = ctypes.CDLL(None, use_errno=True)
-SYS_bpf = 321  # x86-64
+from bpfsys import BPF_LINK_CREATE, BPF_OBJ_GET, BPF_OBJ_PIN, PROGS, bpf, path_op
 
 
-def bpf(cmd, attr):
-    buf = ctypes.create_string_buffer(attr, 128)
-    r = libc.syscall(SYS_bpf, cmd, buf, 128)
+def must(r):
     if r < 0:
-        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        raise OSError(-r, os.strerror(-r))
     return r
 
 
@@ -36,11 +27,9 @@ def main():
     os.makedirs(pindir, mode=0o700, exist_ok=True)
     n = 0
     for name, atype in PROGS.items():
-        src = ctypes.create_string_buffer(os.path.join(bpffs, name).encode())
-        pfd = bpf(BPF_OBJ_GET, struct.pack("QII", ctypes.addressof(src), 0, 0))
-        lfd = bpf(BPF_LINK_CREATE, struct.pack("IIII", pfd, cgfd, atype, 0))
-        dst = ctypes.create_string_buffer(os.path.join(pindir, name).encode())
-        bpf(BPF_OBJ_PIN, struct.pack("QII", ctypes.addressof(dst), lfd, 0))
+        pfd = must(path_op(BPF_OBJ_GET, os.path.join(bpffs, name)))
+        lfd = must(bpf(BPF_LINK_CREATE, struct.pack("IIII", pfd, cgfd, atype, 0)))
+        must(path_op(BPF_OBJ_PIN, os.path.join(pindir, name), lfd))
         os.close(lfd)
         os.close(pfd)
         n += 1
