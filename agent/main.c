@@ -24,6 +24,7 @@
 #include "agent/observe/metrics.h"
 #include "agent/observe/observe.h"
 #include "agent/isolate/cgroup.h"
+#include "agent/isolate/records.h"
 #include "agent/isolate/recover.h"
 #include "agent/session/procs.h"
 #include "lib/log.h"
@@ -855,6 +856,10 @@ int main(int argc, char **argv)
 	int rec = bk_recover(&agent.engine);
 	if (rec > 0)
 		log_warnf("recovery", "killed and removed %d exec(s) a previous agent left behind", rec);
+	/* after the recovery read the previous agent's */
+	if ((r = bk_records_open(c, &agent.engine.records)) < 0)
+		log_warnf("records", "cannot make the record table %s/execs.table (%s): each exec is recorded in a file",
+			  c->state_dir, strerror(-r));
 	/* the node is unsafe until the first self-test passed */
 	bk_selftest_run(&agent);
 	if (bk_selftest_start(&agent) < 0)

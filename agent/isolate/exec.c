@@ -98,6 +98,8 @@ void bk_engine_fini(struct bk_engine *e)
 	}
 	closep(&e->self_pidns);
 	closep(&e->devnull);
+	bk_records_close(e->records);
+	e->records = NULL;
 	pthread_mutex_destroy(&e->lock);
 }
 
@@ -463,24 +465,36 @@ static uint64_t unix_ns(void)
 
 /* ---- teardown: whatever the steps made, in every case ---------------------- */
 
-/* The exec's cgroup directories removed (dr: their removal's result):
- * then its crash-recovery record. */
-static void removed(const struct bk_config *cfg, const char *exec_id, bool recorded, int dr)
-{
-	if (dr < 0)
-		log_errorf("exec_cleanup", "exec %s: cannot remove its cgroups (left for the next agent start): %s",
-			   exec_id, strerror(-dr));
-	else if (recorded)
-		bk_exec_record_remove(cfg, exec_id);
-}
-
 struct removal {
 	struct bk_exec_cg_dirs *dirs;
 	const struct bk_config *cfg;
+	struct bk_records *records;
 	struct bk_filter *filter; /* every program was attached: read them back first */
 	bool recorded;
+	int record_slot;
 	char exec_id[sizeof(((struct bk_exec_result *)0)->exec_id)];
 };
+
+/* The exec's cgroup directories removed (dr: their removal's result):
+ * then its crash-recovery record. */
+static void removed(const struct removal *rm, int dr)
+{
+	if (dr < 0)
+		log_errorf("exec_cleanup", "exec %s: cannot remove its cgroups (left for the next agent start): %s",
+			   rm->exec_id, strerror(-dr));
+	else if (rm->recorded)
+		bk_exec_record_remove(rm->cfg, rm->records, rm->exec_id, rm->record_slot);
+}
+
+/* What removed() needs of an exec. */
+static void removal_of(struct removal *rm, const struct exec_ctx *x)
+{
+	rm->cfg = x->cfg;
+	rm->records = x->e->records;
+	rm->recorded = x->recorded;
+	rm->record_slot = x->record_slot;
+	snprintf(rm->exec_id, sizeof(rm->exec_id), "%s", x->res->exec_id);
+}
 
 /* Before an ended exec's cgroup goes: are its programs still on it?
  * (bk_filter_removing: after the removal no one can take them off) */
@@ -496,7 +510,7 @@ static void remove_now(void *arg)
 	struct removal *rm = arg;
 	if (rm->filter && bk_exec_cg_dirs_v2(rm->dirs))
 		bpf_check(rm->filter, bk_exec_cg_dirs_v2(rm->dirs), rm->exec_id);
-	removed(rm->cfg, rm->exec_id, rm->recorded, bk_exec_cg_dirs_remove(rm->dirs));
+	removed(rm, bk_exec_cg_dirs_remove(rm->dirs));
 	free(rm);
 }
 
@@ -512,13 +526,13 @@ static void remove_later(struct exec_ctx *x, bool check_bpf)
 		free(rm); /* out of memory: here and now */
 		if (f && x->cg.v2[0])
 			bpf_check(f, x->cg.v2, x->res->exec_id);
-		removed(x->cfg, x->res->exec_id, x->recorded, bk_exec_cg_destroy(&x->cg));
+		struct removal now = { 0 };
+		removal_of(&now, x);
+		removed(&now, bk_exec_cg_destroy(&x->cg));
 		return;
 	}
-	rm->cfg = x->cfg;
+	removal_of(rm, x);
 	rm->filter = f;
-	rm->recorded = x->recorded;
-	snprintf(rm->exec_id, sizeof(rm->exec_id), "%s", x->res->exec_id);
 	if (bk_later(remove_now, rm) < 0)
 		remove_now(rm);
 }
@@ -590,6 +604,7 @@ static void exec_ctx_init(struct exec_ctx *x, struct bk_engine *e, const struct 
 	bk_exec_cg_init(&x->cg);
 	x->netns_fd = x->landlock_fd = x->pidfd = x->out_fd = x->err_fd = x->go_fd = x->info_fd = -1;
 	x->pty_sock = -1;
+	x->record_slot = -1;
 
 	memset(res, 0, sizeof(*res));
 	res->started_unix_ns = unix_ns(); /* (after the memset: the receipt's started_at) */

@@ -85,6 +85,7 @@ struct bk_engine {
 	struct bk_features features; /* what the kernel offers, probed at start */
 	struct bk_seccomp seccomp;   /* the exec filter, built at start (layers.seccomp) */
 	struct bk_warm *warm;        /* execs made ahead (warm.h) */
+	struct bk_records *records;  /* the record table (records.h; NULL: a file per exec) */
 };
 
 struct bk_exec_req {

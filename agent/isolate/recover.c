@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/isolate/recover.h"
+#include "agent/isolate/records.h"
 #include "agent/parse/records.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
 #include <bpf/bpf.h>
 #include <dirent.h>
+#include <endian.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -134,15 +136,17 @@ static bool forget_attached(const char *path, const uint32_t *ids, int n)
 	return ours;
 }
 
-/* One record: kill and remove what it names, if it names exec cgroups of
- * this node's hierarchies. */
-static bool recover_record(struct bk_engine *e, const char *id, const char *path)
+/* One record (txt[0..len)): kill and remove what it names, if it names
+ * exec cgroups of this node's hierarchies. id: its file's exec id, NULL
+ * (a table slot) for the record's own. */
+static bool recover_record(struct bk_engine *e, const char *id, const char *txt, size_t len)
 {
-	_cleanup_free_ char *txt = NULL;
 	_cleanup_free_ struct bk_exec_record *rec = calloc(1, sizeof(*rec));
-	size_t len;
-	if (!rec || !safe_exec_id(id) || read_file_at(AT_FDCWD, path, 65536, &txt, &len) < 0 ||
-	    bk_exec_record_parse(txt, len, rec) < 0)
+	if (!rec || bk_exec_record_parse(txt, len, rec) < 0)
+		return false;
+	if (!id)
+		id = rec->exec_id;
+	if (!safe_exec_id(id))
 		return false;
 	if (!cg_path_ok(rec->cgroup, e->mounts.v2) || !cg_path_ok(rec->cgroup_pids_v1, e->mounts.pids) ||
 	    !cg_path_ok(rec->cgroup_memory_v1, e->mounts.memory))
@@ -189,13 +193,61 @@ static int recover_state_files(struct bk_engine *e)
 		id[l - 5] = '\0';
 		char p[700];
 		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (recover_record(e, id, p))
+		_cleanup_free_ char *txt = NULL;
+		size_t len = 0;
+		if (safe_exec_id(id) && read_file_at(AT_FDCWD, p, 65536, &txt, &len) == 0 && recover_record(e, id, txt, len))
 			n++;
 		else
 			log_errorf("recovered_exec", "ignoring malformed state record %s", de->d_name);
 		unlink(p);
 	}
 	closedir(d);
+	return n;
+}
+
+/* The previous agent's record table (records.h): every slot in use is
+ * recovered, then the table goes (bk_records_open makes the next). */
+static int recover_table(struct bk_engine *e)
+{
+	char path[sizeof(e->cfg->state_dir) + 16];
+	snprintf(path, sizeof(path), "%s/execs.table", e->cfg->state_dir);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char h[16];
+	uint32_t size, slots;
+	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) || memcmp(h, BK_RECORD_TABLE_MAGIC, 8)) {
+		log_errorf("recovered_exec", "ignoring %s: not a record table", path);
+		unlink(path);
+		return 0;
+	}
+	memcpy(&size, h + 8, 4);
+	memcpy(&slots, h + 12, 4);
+	size = le32toh(size);
+	slots = le32toh(slots);
+	_cleanup_free_ char *buf = size >= 16 && size <= (1u << 20) && slots <= (1u << 16) ? malloc(size) : NULL;
+	if (!buf) {
+		log_errorf("recovered_exec", "ignoring %s: slots of %u bytes, %u of them", path, size, slots);
+		unlink(path);
+		return 0;
+	}
+	int n = 0;
+	for (uint32_t i = 0; i < slots; i++) {
+		ssize_t got = pread(fd, buf, size, (off_t)size * (i + 1));
+		if (got < 8)
+			break;
+		uint32_t st, len;
+		memcpy(&st, buf, 4);
+		memcpy(&len, buf + 4, 4);
+		if (le32toh(st) != BK_RECORD_SLOT_USED)
+			continue;
+		len = le32toh(len);
+		if (len <= (size_t)got - 8 && recover_record(e, NULL, buf + 8, len))
+			n++;
+		else
+			log_errorf("recovered_exec", "ignoring malformed record in slot %u of %s", i, path);
+	}
+	unlink(path);
 	return n;
 }
 
@@ -335,7 +387,7 @@ static void recover_walk(struct bk_engine *e, const char *dir, int depth, const 
 
 int bk_recover(struct bk_engine *e)
 {
-	int n = recover_state_files(e);
+	int n = recover_table(e) + recover_state_files(e);
 	recover_pins(e);
 	uint32_t ids[BK_NPROGS];
 	int ni = e->filter ? bk_filter_prev_ids(e->filter, ids) : 0;

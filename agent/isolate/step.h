@@ -41,6 +41,7 @@ struct exec_ctx {
 	/* what the steps made, released by the teardown (exec.c) */
 	struct bk_exec_cg cg;      /* cgroup: the exec's cgroups and their fds */
 	bool recorded;             /* cgroup: its record is in the state directory */
+	int record_slot;           /* cgroup: in the record table's slot (-1: its own file) */
 	struct bk_filter_att att;  /* bpf: policy entry and programs attached */
 	uint64_t holes0;           /* bpf: bk_filter_holes when the exec's filter went on */
 	bool watched;              /* bpf: denial events are matched to res */

@@ -600,7 +600,8 @@ def agent_recovery(lane, sb):
         # fault for showing the recovery checks can fail: the new agent
         # starts without what recovery works from (the state record, the
         # old agent's program pins, which name the programs on its cgroup)
-        for f in glob.glob(os.path.join(STATE_DIR, "execs", "*.json")) + glob.glob(os.path.join(BPFFS, "bk_*")):
+        for f in (glob.glob(os.path.join(STATE_DIR, "execs", "*.json")) + glob.glob(os.path.join(STATE_DIR, "execs.table"))
+                  + glob.glob(os.path.join(BPFFS, "bk_*"))):
             os.unlink(f)
     early = exec_left(ex) if ex and os.environ.get("BK_CRI_BREAK") == "early" else None
     cri.remove(ag.cid["agent"])

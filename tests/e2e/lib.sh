@@ -67,6 +67,8 @@ done; }
 # until the kernel releases it; agents before December 2026 pinned links
 # under exec-<id>/).
 exec_pins() { ls "$BPFFS" 2>/dev/null | grep '^exec-'; }
+# The exec records in the state directory, counted: files and table slots in use.
+exec_records() { python3 "$(dirname "${BASH_SOURCE[0]}")/records.py" "$T/state"; }
 # The agent's programs attached to a cgroup (a directory), counted.
 cg_progs() { bpftool -j cgroup show "$1" 2>/dev/null | jq '[.[] | select(.name | startswith("bk_"))] | length'; }
 # The ids of the running agent's eight programs (from its pins).

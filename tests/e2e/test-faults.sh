@@ -93,7 +93,7 @@ check "the new agent killed the four orphaned execs and removed their cgroups" t
 check "  ... nothing of them runs any more" sh -c "! pgrep -fx 'sleep 20.5151' >/dev/null"
 logged=0; for c in "${CGS[@]}"; do grep -q "\"recovered_exec\".*\"cgroup\":\"$c\".*\"action\":\"killed\"" "$T/agent.log" && logged=$((logged + 1)); done
 check "  ... and logged each" test "$logged" = 4
-no_pins_or_records() { ! ls "$T/state/execs/" 2>/dev/null | grep -q . && test -z "$(exec_pins)"; }
+no_pins_or_records() { test "$(exec_records)" = 0 && test -z "$(exec_pins)"; }
 check "  ... no state records (or per-exec pins) left" no_pins_or_records
 reconnected() { req /health; test "$(jq -r .agent "$T/last.json" 2>/dev/null)" = connected; }
 check "the shim reconnected to the new agent by itself" wait_for 10 reconnected

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kill -9 of the agent during a long exec: the exec stays filtered at every
-# sampled moment (pinned links), the new agent kills it and cleans up, the
+# sampled moment (its programs stay on its cgroup), the new agent kills it
+# (recorded in the record table) and cleans up, the
 # in-flight request gets a clear error, the shim reconnects by itself.
 . "$(dirname "$0")/lib.sh"
 
@@ -36,6 +37,8 @@ sample() { # count attached boxkite programs on the exec cgroup
 	bpftool cgroup show "$cg" 2>/dev/null | grep -c ' bk_'
 }
 check "before the kill: 8 programs on the exec cgroup" test "$(sample)" = 8
+in_table() { test "$(exec_records)" = 1 && ! ls "$T"/state/execs/*.json >/dev/null 2>&1 && grep -aq "${cg##*/}" "$T/state/execs.table"; }
+check "before the kill: the exec is recorded in a slot of the record table, and in no file" in_table
 OLD_IDS=$(agent_prog_ids | xargs)
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 rm -f "$T/admin.sock" "$SOCK"
@@ -52,7 +55,7 @@ check "the in-flight request got a clear error (exit $rc)" sh -c "test $rc -ne 0
 bk_start_agent '{"layers":{"netns":false}}' || not_ok "new agent starts"
 check "new agent killed the orphaned exec" sh -c "! test -d $cg"
 check "recovery logged" grep -q '"recovered_exec".*"action":"killed"' "$T/agent.log"
-check "no state record left" sh -c "! ls $T/state/execs/*.json 2>/dev/null | grep -q ."
+check "no state record left ($(exec_records) in use)" test "$(exec_records)" = 0
 old_freed() { test "$(echo $OLD_IDS | wc -w)" = 8 && gone_within 3 progs_alive $OLD_IDS; }
 check "the old agent's 8 programs ($OLD_IDS) are freed once the kernel released the exec's cgroup" old_freed
 left=$(exec_cgroups_left "$(sb rc1 pod_uid)")
