@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kill -9 of the agent during a long exec: the exec stays filtered at every
 # sampled moment (its programs stay on its cgroup), the new agent kills it
-# (recorded in the record table) and cleans up, the
+# (recorded in the record table; without one, in a file) and cleans up, the
 # in-flight request gets a clear error, the shim reconnects by itself.
 . "$(dirname "$0")/lib.sh"
 
@@ -72,3 +72,30 @@ for _ in $(seq 1 50); do
 	sleep 0.2
 done
 check "the shim reconnected to the new agent" test "$SHIMOK" = 1
+
+# --- no record table: each exec in a file of its own, recovered from there -----------------------------
+# (an agent that cannot make the table, or an earlier build's records)
+kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
+rm -f "$T/admin.sock" "$SOCK"
+mkdir "$T/state/execs.table.new" # the table's open fails (EISDIR)
+START=$(wc -l < "$T/agent.log")
+bk_start_agent '{"layers":{"netns":false}}' || not_ok "an agent starts without a record table"
+check "  ... it says so" sh -c "tail -n +$((START + 1)) '$T/agent.log' | grep -q '\"records\".*cannot make the record table.*each exec is recorded in a file'"
+ctl exec rc1 --timeout $((60 * TIME_SCALE)) -- sleep $((30 * TIME_SCALE)) > /dev/null 2>&1 &
+cg=
+for _ in $(seq 1 100); do
+	cg=$(live_exec_cg "$(sb rc1 pod_uid)")
+	[ -n "$cg" ] && grep -q . "$cg/cgroup.procs" 2>/dev/null && break; sleep 0.05
+done
+in_file() { test -n "$cg" && grep -q "${cg##*/}" "$T/state/execs/${cg##*boxkite-exec-}.json" && test "$(exec_records)" = 1; }
+check "the running exec is recorded in its own file, execs/<id>.json" in_file
+kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
+rm -f "$T/admin.sock" "$SOCK"
+rmdir "$T/state/execs.table.new"
+START=$(wc -l < "$T/agent.log")
+bk_start_agent '{"layers":{"netns":false}}' || not_ok "the next agent starts"
+check "the next agent killed the exec, from its file" \
+	sh -c "tail -n +$((START + 1)) '$T/agent.log' | grep -q '\"recovered_exec\".*\"cgroup\":\"$cg\".*\"action\":\"killed\"' && ! test -d '$cg'"
+check "  ... no record left, and the next agent has its table again" sh -c "test \"\$(python3 '$(dirname "$0")/records.py' '$T/state')\" = 0 && test -f '$T/state/execs.table'"
+bk_exec rc1 -- true
+check "  ... and runs execs" test "$(j .exit_code)" = 0
