@@ -24,6 +24,7 @@
 #include "agent/observe/metrics.h"
 #include "agent/observe/observe.h"
 #include "agent/isolate/cgroup.h"
+#include "agent/isolate/masks.h"
 #include "agent/isolate/records.h"
 #include "agent/isolate/recover.h"
 #include "agent/session/procs.h"
@@ -697,6 +698,7 @@ static void serve(int lfd, int afd, int sfd)
 		if (now_ns() >= next_sweep) {
 			sweep();
 			bk_cg_kept_sweep();
+			bk_proc_masks_sweep();
 			/* none waiting: the last one could not make its successor */
 			pthread_mutex_lock(&wk.lock);
 			if (wk.waiting == 0 && worker_add_locked() < 0)
@@ -757,8 +759,9 @@ static void agent_limits(struct bk_limits *L)
 
 /* The exec budget: what is left of RLIMIT_NOFILE after 64 for the agent
  * itself (BPF objects, namespaces, the netns pool, metrics), `kept` for
- * the containers' kept v1 cgroup.procs (hybrid hosts; isolate/cgroup.c),
- * 2 per connection (its socket; a file operation's own). */
+ * what is kept per sandbox container (its mount table, isolate/masks.c;
+ * on hybrid hosts its v1 cgroup.procs, isolate/cgroup.c), 2 per
+ * connection (its socket; a file operation's own). */
 static void exec_budget(struct bk_limits *L, int kept)
 {
 	long n = L->nofile > (1u << 20) ? (1 << 20) : (long)L->nofile;
@@ -848,8 +851,8 @@ int main(int argc, char **argv)
 		bk_signer_free(agent.signer);
 		return 1;
 	}
-	if (agent.engine.mounts.n_v1 > 0)
-		exec_budget(&agent.limits, BK_CG_KEPT_FDS);
+	/* the descriptors kept per sandbox container (cgroup.h, masks.h) */
+	exec_budget(&agent.limits, BK_MASKS_KEPT_FDS + (agent.engine.mounts.n_v1 > 0 ? BK_CG_KEPT_FDS : 0));
 	pthread_mutex_init(&agent.stats_lock, NULL);
 	log_limits(&agent.limits);
 	log_startup_warnings(c);

@@ -3,11 +3,11 @@
 #include "agent/isolate/child.h"
 #include "agent/isolate/pty.h"
 #include "agent/isolate/landlock.h"
+#include "agent/isolate/masks.h"
 #include "agent/isolate/netlink.h"
 #include "agent/isolate/privs.h"
 #include "agent/isolate/seccomp.h"
 #include "agent/isolate/step.h"
-#include "agent/parse/mounts.h"
 #include "agent/parse/netdev.h"
 #include "agent/parse/procstatus.h"
 #include "lib/clone3.h"
@@ -53,19 +53,6 @@ struct child_msg {
 	uint32_t t_ns[BK_PH_N];            /* the steps' time by phase (enum bk_phase) */
 	int n_if;
 	char ifaces[BK_MAX_IFACES][IFNAMSIZ];
-};
-
-/* The container's masks of its /proc (the runtime's OCI maskedPaths and
- * readonlyPaths), read from its mount table before the clone: the exec's
- * own /proc gets them again. */
-#define PROC_MASKS_MAX 64
-struct proc_mask {
-	char path[128];
-	bool masked; /* another filesystem over it: /dev/null or an empty tmpfs; else read-only */
-};
-struct proc_masks {
-	int n;
-	struct proc_mask m[PROC_MASKS_MAX];
 };
 
 /* A warm slot's command (warm.h), sent by the agent on the slot's go
@@ -856,51 +843,6 @@ static int wait_report(struct exec_ctx *x, int info_fd, pid_t pid)
 	return 0;
 }
 
-/* The masks under the container's /proc, from its init's mount table: a
- * mount of another filesystem there masks the path, a read-only proc
- * mount makes it read-only. Fails closed: the exec does not run without
- * them. */
-static int read_proc_masks(const struct bk_pod *pod, struct proc_masks *pm, struct bk_error *err)
-{
-	char path[64], *text = NULL;
-	size_t len = 0;
-	pm->n = 0;
-	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pod->sandbox.init_pid);
-	int r = read_file_at(AT_FDCWD, path, 1u << 20, &text, &len);
-	/* the pidfd pins the process: alive now, the table was its own */
-	if (r == 0 && syscall(SYS_pidfd_send_signal, pod->sandbox_pidfd, 0, NULL, 0) < 0)
-		r = -errno;
-	if (r < 0) {
-		free(text);
-		return bk_fail(err, r, "container", "cannot read the sandbox container's mount table (its /proc masks): %s",
-			       strerror(-r));
-	}
-	struct bk_mount_line *m = malloc(sizeof(*m));
-	if (!m) {
-		free(text);
-		return bk_fail(err, -ENOMEM, "container", "no memory for the container's /proc masks");
-	}
-	size_t pos = 0;
-	int k;
-	r = 0;
-	while ((k = bk_mountinfo_next(text, &pos, m)) != 0) {
-		if (k < 0 || !startswith(m->point, "/proc/"))
-			continue;
-		bool proc = streq(m->fstype, "proc");
-		if (proc && !m->ro)
-			continue;
-		if (pm->n == PROC_MASKS_MAX || strlen(m->point) >= sizeof(pm->m[0].path)) {
-			r = bk_fail(err, -E2BIG, "container", "the container's /proc has more masks than an exec can take");
-			break;
-		}
-		snprintf(pm->m[pm->n].path, sizeof(pm->m[0].path), "%s", m->point);
-		pm->m[pm->n++].masked = !proc;
-	}
-	free(m);
-	free(text);
-	return r;
-}
-
 #if BK_SPAWN_DIRECT
 /* The children's stacks, kept for the next spawn: a fresh mapping per exec
  * costs its faults and, at its unmap, a TLB flush on every CPU the agent
@@ -1004,7 +946,7 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 	_cleanup_free_ struct proc_masks *masks = malloc(sizeof(*masks));
 	if (!masks)
 		return bk_fail(&x->err, -ENOMEM, "container", "no memory for the container's /proc masks");
-	int mr = read_proc_masks(x->pod, masks, &x->err);
+	int mr = bk_proc_masks_get(x->pod, masks, &x->err);
 	if (mr < 0)
 		return mr;
 	struct child_args ca = {

@@ -176,6 +176,28 @@ done
 check "the exec's /proc masks are the runtime's$(diff "$T/masks-runc.txt" "$T/masks-exec.txt" | grep '^[<>]' | tr '\n' ' ' | sed 's/^./: &/')" \
 	cmp -s "$T/masks-runc.txt" "$T/masks-exec.txt"
 
+# The agent keeps the masks per container instance between execs
+# (isolate/masks.c): a change of the container's mount table must reach
+# the next exec, as it reaches the next `runc exec`. Each step changes the
+# table in the container's own mount namespace, then compares both.
+INIT=$(runc --root /run/runc state "$(sb ex1 sandbox_container_id)" | jq .pid)
+kept_mi() { find "/proc/$AGENT_PID/fd" -mindepth 1 -maxdepth 1 -lname "/proc/$INIT/mountinfo" | wc -l; }
+check "the container's mount table is kept open after its exec ($(kept_mi) descriptor, status kept_mask_fds $(ctl status | jq .limits.kept_mask_fds))" \
+	test "$(kept_mi)" = 1
+masks_as_runc() { # $1: what changed
+	runc --root /run/runc exec --user 1000:1000 "$(sb ex1 sandbox_container_id)" python3 -c "$PROCPROBE" > "$T/masks-runc.txt" 2>&1
+	bk_exec ex1 -- python3 -c "$PROCPROBE"; j .stdout > "$T/masks-exec.txt"
+	check "$1: the next exec's /proc masks are the next runc exec's$(diff "$T/masks-runc.txt" "$T/masks-exec.txt" | grep '^[<>]' | tr '\n' ' ' | sed 's/^./: &/')" \
+		sh -c "cmp -s '$T/masks-runc.txt' '$T/masks-exec.txt' && grep -qx '$2' '$T/masks-exec.txt'"
+}
+nsenter -t "$INIT" -m mount -t tmpfs -o ro,size=0 tmpfs /proc/fs
+masks_as_runc "a tmpfs mounted over /proc/fs in the container" "/proc/fs masked ro -"
+nsenter -t "$INIT" -m mount -o remount,bind,rw /proc/sys
+masks_as_runc "/proc/sys remounted read-write in the container" "/proc/sys proc rw -"
+nsenter -t "$INIT" -m mount -o remount,bind,ro /proc/sys
+nsenter -t "$INIT" -m umount /proc/fs
+masks_as_runc "both undone" "/proc/fs proc ro -"
+
 bk_exec ex1 -- sh -c 'echo persisted > /workspace/keep.txt'
 bk_exec ex1 -- sh -c 'cat /workspace/keep.txt; stat -c %u /workspace/keep.txt'
 check "workspace files persist across execs, owned by the sandbox user" test "$(j .stdout | tr '\n' ' ')" = "persisted 1000 "
@@ -235,3 +257,11 @@ bk_exec ex1 -- true
 check "receipt: isolation.kernel is this machine's release" test "$(j .isolation.kernel)" = "$(uname -r)"
 check "receipt: isolation.features as status reports them" \
 	test "$(jq -cS .isolation.features "$T/last.json")" = "$(ctl status | jq -cS .features)"
+
+# --- the container's kept mount table (isolate/masks.c) goes with the container ---------
+m0=$(ctl status | jq .limits.kept_mask_fds)
+bk_sandbox_delete ex1 >/dev/null
+sleep 0.5
+m1=$(ctl status | jq .limits.kept_mask_fds)
+check "the kept mount table goes within 0.5 s of the container's delete (kept_mask_fds $m0 -> $m1; descriptors on its mountinfo: $(kept_mi))" \
+	sh -c "test '$m1' = $((m0 - 2)) && test $(kept_mi) = 0"
