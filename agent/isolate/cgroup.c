@@ -574,6 +574,14 @@ int bk_exec_cg_kill(struct bk_exec_cg *cg, int timeout_ms)
 {
 	if (!cg->v2[0])
 		return 0;
+	/* Nothing of the exec left (its command ended with no process behind
+	 * it): every process of an exec is in its v2 cgroup (put there at its
+	 * clone, inherited, and it cannot move), so its own v1 cgroups hold
+	 * none either, and there is nothing to kill. A process another one
+	 * put there by hand would keep the removal from removing them (logged
+	 * exec_cleanup; recover.c removes them at the next start). */
+	if (procs_empty(cg->v2))
+		return 0;
 	char p[4200];
 	snprintf(p, sizeof(p), "%s/cgroup.kill", cg->v2);
 	int r = write_file_at(AT_FDCWD, p, "1");
