@@ -12,6 +12,11 @@ int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *le
 	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
+	return read_fd_all(fd, max, out, len);
+}
+
+int read_fd_all(int fd, size_t max, char **out, size_t *len)
+{
 	size_t cap = 4096, n = 0;
 	_cleanup_free_ char *buf = malloc(cap + 1);
 	if (!buf)

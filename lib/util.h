@@ -66,6 +66,8 @@ bool csv_has(const char *list, const char *item);
 /* Read a whole (small) file. Returns 0 and a NUL-terminated buffer, or
  * -errno; -EFBIG when it is larger than max. */
 int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *len);
+/* The same, of an open file from where it is. */
+int read_fd_all(int fd, size_t max, char **out, size_t *len);
 /* Write a string to an existing file (cgroup knobs, /proc files). */
 int write_file_at(int dirfd, const char *path, const char *s);
 /* Parse a non-negative decimal integer with full validation (no atoi). */

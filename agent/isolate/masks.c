@@ -111,37 +111,6 @@ static int parse_masks(const char *text, struct proc_masks *pm, struct bk_error 
 	return 0;
 }
 
-/* The whole of fd (from where it is), NUL-terminated, at most max bytes. */
-static int read_all(int fd, size_t max, char **out)
-{
-	size_t cap = 16384, len = 0;
-	_cleanup_free_ char *buf = malloc(cap + 1);
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		if (len == cap) {
-			if (cap >= max)
-				return -EFBIG;
-			cap = cap * 2 > max ? max : cap * 2;
-			char *nb = realloc(buf, cap + 1);
-			if (!nb)
-				return -ENOMEM;
-			buf = nb;
-		}
-		ssize_t n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
-	*out = steal_ptr(&buf);
-	return 0;
-}
-
 static int mntns_of(pid_t pid, ino_t *ino)
 {
 	char p[48];
@@ -164,8 +133,8 @@ static int fail_read(struct bk_error *err, int r)
 		       strerror(-r));
 }
 
-/* The init's table read now: into pm, and, when keep, the file (*mi_fd)
- * and its namespace (*ino) for an entry. */
+/* The init's table read now: into pm; with mi_fd, also the open file
+ * (*mi_fd) and its mount namespace (*ino), for an entry. */
 static int read_now(const struct bk_pod *pod, struct proc_masks *pm, int *mi_fd, ino_t *ino, struct bk_error *err)
 {
 	char path[64];
@@ -174,7 +143,7 @@ static int read_now(const struct bk_pod *pod, struct proc_masks *pm, int *mi_fd,
 	if (fd < 0)
 		return fail_read(err, -errno);
 	_cleanup_free_ char *text = NULL;
-	int r = read_all(fd, 1u << 20, &text);
+	int r = read_fd_all(fd, 1u << 20, &text, NULL);
 	if (r == 0 && mi_fd)
 		r = mntns_of(pod->sandbox.init_pid, ino);
 	/* the pidfd pins the process: alive now, the table was its own */
