@@ -7,15 +7,17 @@
  *   layer      step                 file
  *   container  sandbox user         privs.c    never as root
  *   cgroup     per-exec cgroup      cgroup.c   v2 (+ v1 pids/memory) caps
- *   cgroup     exec record          records.c  on disk before anything runs
- *                                              in it, for a new agent
+ *   cgroup     exec record          records.c  in the record table before
+ *                                              anything runs in it, for a
+ *                                              new agent
  *   bpf        egress filter        filter.c   policy entry + programs on the
  *                                              cgroup, read back (prog query)
  *   netns      fresh namespace      netns.c    from the pool, lo up
  *   landlock   execute allowlist    landlock.c the ruleset (sessions with
  *                                              allowed commands)
  *   container  spawn                child.c    clone3(CLONE_INTO_CGROUP) in
- *                                              the container's pid namespace
+ *                                              the container's pid namespace,
+ *                                              with its /proc masks (masks.c)
  *
  * and the exec child (child.c) takes its own steps, each reported back
  * with its layer when it fails: v1 cgroups (cgroup), enter the netns
