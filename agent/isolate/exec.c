@@ -98,8 +98,8 @@ void bk_engine_fini(struct bk_engine *e)
 	}
 	closep(&e->self_pidns);
 	closep(&e->devnull);
-	bk_records_close(e->records);
-	e->records = NULL;
+	/* e->records stays mapped until the process ends: an exec's removal
+	 * (after its answer, bk_later) may still clear its slot meanwhile */
 	pthread_mutex_destroy(&e->lock);
 }
 

@@ -71,15 +71,6 @@ int bk_records_open(const struct bk_config *c, struct bk_records **out)
 	return 0;
 }
 
-void bk_records_close(struct bk_records *t)
-{
-	if (!t)
-		return;
-	munmap(t->map, t->maplen);
-	pthread_mutex_destroy(&t->lock);
-	free(t);
-}
-
 /* The record in a free slot of the table: its index, or -1 (no table, no
  * free slot, or it does not fit). */
 static int table_put(struct bk_records *t, const char *txt, size_t n)

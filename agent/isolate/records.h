@@ -38,9 +38,9 @@ struct bk_records;
 /* A new, empty record table, in place of any the state directory holds
  * (a previous agent's: read by the recovery before this, and replaced by
  * a rename, so an old agent still running keeps its own mapping). 0 or
- * -errno; *out NULL on failure (records then go to files). */
+ * -errno; *out NULL on failure (records then go to files). Mapped until
+ * the process ends. */
 int bk_records_open(const struct bk_config *c, struct bk_records **out);
-void bk_records_close(struct bk_records *t);
 
 /* Step "cgroup" (second half) of an exec: its record, naming its cgroups
  * and its pod. */
