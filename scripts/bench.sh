@@ -123,7 +123,7 @@ pooled() {
 		    p50_us: $l[(($n - 1) / 2 | floor)], p99_us: $l[(($n - 1) * 0.99 | floor)],
 		    mean_us: (($l | add) / $n), per_sec: ($n / ([$r[] | .n / .per_sec] | add)),
 		    per_sec_with_connect: (if all($r[]; .per_sec_with_connect) then $n / ([$r[] | .n / .per_sec_with_connect] | add) else null end),
-	    status_429: ([$r[] | .status_429 // 0] | add), status_other: ([$r[] | .status_other // 0] | add),
+		    status_429: ([$r[] | .status_429 // 0] | add), status_other: ([$r[] | .status_other // 0] | add),
 		    transport_errors: ([$r[] | .transport_errors // 0] | add),
 		    rounds_p50: [$r[].p50_us], rounds_per_sec: [$r[].per_sec] }'
 }
