@@ -24,7 +24,7 @@
 #include "agent/observe/metrics.h"
 #include "agent/observe/observe.h"
 #include "agent/isolate/cgroup.h"
-#include "agent/isolate/masks.h"
+#include "agent/isolate/instances.h"
 #include "agent/isolate/records.h"
 #include "agent/isolate/recover.h"
 #include "agent/session/procs.h"
@@ -697,8 +697,7 @@ static void serve(int lfd, int afd, int sfd)
 		}
 		if (now_ns() >= next_sweep) {
 			sweep();
-			bk_cg_kept_sweep();
-			bk_proc_masks_sweep();
+			bk_instances_sweep();
 			/* none waiting: the last one could not make its successor */
 			pthread_mutex_lock(&wk.lock);
 			if (wk.waiting == 0 && worker_add_locked() < 0)
@@ -851,8 +850,8 @@ int main(int argc, char **argv)
 		bk_signer_free(agent.signer);
 		return 1;
 	}
-	/* the descriptors kept per sandbox container (cgroup.h, masks.h) */
-	exec_budget(&agent.limits, BK_MASKS_KEPT_FDS + (agent.engine.mounts.n_v1 > 0 ? BK_CG_KEPT_FDS : 0));
+	/* the descriptors kept per sandbox container (instances.h) */
+	exec_budget(&agent.limits, BK_INSTANCES_FDS(agent.engine.mounts.n_v1 > 0));
 	pthread_mutex_init(&agent.stats_lock, NULL);
 	log_limits(&agent.limits);
 	log_startup_warnings(c);

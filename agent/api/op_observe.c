@@ -5,7 +5,7 @@
 #include "agent/api/reply.h"
 #include "agent/observe/events.h"
 #include "agent/isolate/cgroup.h"
-#include "agent/isolate/masks.h"
+#include "agent/isolate/instances.h"
 #include "agent/isolate/warm.h"
 #include "agent/observe/observe.h"
 #include "lib/proto.h"
@@ -306,9 +306,13 @@ char *bk_api_status(struct bk_agent *a)
 	cJSON_AddNumberToObject(lim, "refused_connections", (double)__atomic_load_n(&a->refused_conns, __ATOMIC_RELAXED));
 	cJSON_AddNumberToObject(lim, "dropped_connections", (double)__atomic_load_n(&a->dropped_conns, __ATOMIC_RELAXED));
 	cJSON_AddNumberToObject(lim, "refused_execs", (double)__atomic_load_n(&a->refused_execs_budget, __ATOMIC_RELAXED));
-	/* hybrid hosts: the sandbox containers' v1 cgroup.procs kept open */
-	cJSON_AddNumberToObject(lim, "kept_cgroup_fds", bk_cg_kept_count());
-	cJSON_AddNumberToObject(lim, "kept_mask_fds", bk_proc_masks_count());
+	/* the sandbox container instances kept (a pidfd each), their v1
+	 * cgroup.procs (hybrid hosts) and mount tables kept open */
+	struct bk_instances_count ic;
+	bk_instances_count(&ic);
+	cJSON_AddNumberToObject(lim, "kept_containers", ic.entries);
+	cJSON_AddNumberToObject(lim, "kept_cgroup_fds", ic.cgroup_fds);
+	cJSON_AddNumberToObject(lim, "kept_mask_fds", ic.mask_fds);
 	struct bk_warm_stats ws;
 	bk_warm_stats(&a->engine, &ws);
 	cJSON *wo = cJSON_AddObjectToObject(b, "warm_slots");

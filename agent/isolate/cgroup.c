@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/isolate/cgroup.h"
+#include "agent/isolate/instances.h"
 #include "agent/isolate/step.h"
 #include "lib/err.h"
 #include "lib/util.h"
 
 #include <fcntl.h>
 #include <signal.h>
-#include <poll.h>
-#include <pthread.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -181,158 +180,55 @@ static int cpuset_copy(const char *mount, const struct bk_pod_v1 *pv, const char
  * each v1 hierarchy where it has no cap of its own (cpu, cpuacct, cpuset,
  * devices, freezer, blkio, name=systemd): opened by path, each is a walk
  * of a 6-7 components deep cgroupfs path, and its close a release (about
- * 5 us each here, 7-8 an exec). They are kept open instead, per container
- * instance: its init's pid and start time (the sandbox pidfd, which the
- * identification of every request has just checked alive) and the path,
- * read from that init's /proc/PID/cgroup for this request. While the init
- * lives in the cgroup, the directory cannot be removed (v1 refuses to
- * remove a populated cgroup), so the kept descriptor is the directory the
- * path names now. An entry goes when its init has exited (its pidfd
- * readable: the agent's loop sweeps every 100 ms, and every new entry
- * first), when the table is full (the least recently used one no exec
- * holds), and after a failed spawn of an exec, or a file helper that
- * could not join, that used it. An exec holds its container's entry from
- * its cgroup's creation until its spawn is done (bk_exec_cg_setup_done):
- * its child writes to the kept descriptors themselves, and no other
- * thread closes them meanwhile. */
-struct bk_cg_kept {
-	pid_t pid; /* 0: a free entry */
-	uint64_t start;
-	int pidfd;
-	int users;    /* execs between their cgroup's creation and their spawn */
-	bool dropped; /* closed when no exec holds it */
-	uint64_t used;
-	int n;
-	struct {
-		char path[1280];
-		int fd;
-	} v[BK_CG_V1_MAX];
-};
+ * 5 us each here, 7-8 an exec). They are kept open instead, in the
+ * container instance's entry (instances.h: its init's pid and start time,
+ * and when the entry goes), by path, read from that init's /proc/PID/cgroup
+ * for this request. While the init lives in the cgroup, the directory
+ * cannot be removed (v1 refuses to remove a populated cgroup), so the kept
+ * descriptor is the directory the path names now. After a failed spawn of
+ * an exec, or a file helper that could not join, that used them, the
+ * entry is dropped. An exec holds its container's entry from its cgroup's
+ * creation until its spawn is done (bk_exec_cg_setup_done). */
 
-static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct bk_cg_kept kept[BK_CG_KEPT_CTRS];
-static uint64_t kept_clock;
-static int kept_fds;
-
-static void kept_close_locked(struct bk_cg_kept *k)
+/* The entry of pod's sandbox container, held for an exec; NULL when there
+ * is none to be had: the exec then opens its own. */
+static struct bk_instance *kept_hold(const struct bk_pod *pod)
 {
-	for (int i = 0; i < k->n; i++)
-		close(k->v[i].fd);
-	close(k->pidfd);
-	kept_fds -= k->n + 1;
-	memset(k, 0, sizeof(*k));
+	bk_instances_lock();
+	struct bk_instance *in = bk_instance_locked(pod);
+	if (in)
+		in->users++;
+	bk_instances_unlock();
+	return in;
 }
 
-/* Entries no exec holds whose init has exited, or dropped: closed. */
-static void kept_sweep_locked(void)
-{
-	struct pollfd pf[BK_CG_KEPT_CTRS];
-	int at[BK_CG_KEPT_CTRS], n = 0;
-	for (int i = 0; i < BK_CG_KEPT_CTRS; i++) {
-		struct bk_cg_kept *k = &kept[i];
-		if (!k->pid || k->users)
-			continue;
-		if (k->dropped) {
-			kept_close_locked(k);
-			continue;
-		}
-		pf[n] = (struct pollfd){ .fd = k->pidfd, .events = POLLIN };
-		at[n++] = i;
-	}
-	if (n && poll(pf, (nfds_t)n, 0) > 0)
-		for (int j = 0; j < n; j++)
-			if (pf[j].revents)
-				kept_close_locked(&kept[at[j]]);
-}
-
-void bk_cg_kept_sweep(void)
-{
-	pthread_mutex_lock(&kept_lock);
-	if (kept_fds)
-		kept_sweep_locked();
-	pthread_mutex_unlock(&kept_lock);
-}
-
-int bk_cg_kept_count(void)
-{
-	pthread_mutex_lock(&kept_lock);
-	int n = kept_fds;
-	pthread_mutex_unlock(&kept_lock);
-	return n;
-}
-
-/* The entry of pod's sandbox container, held for cg; NULL when there is
- * none to be had (no pidfd, a full table of held entries, no descriptor
- * left): the exec then opens its own. */
-static struct bk_cg_kept *kept_hold(const struct bk_pod *pod)
-{
-	if (pod->sandbox_pidfd < 0 || pod->sandbox.init_pid <= 0)
-		return NULL;
-	struct bk_cg_kept *k = NULL;
-	pthread_mutex_lock(&kept_lock);
-	for (int i = 0; i < BK_CG_KEPT_CTRS && !k; i++)
-		if (kept[i].pid == pod->sandbox.init_pid && kept[i].start == pod->sandbox.init_start &&
-		    !kept[i].dropped)
-			k = &kept[i];
-	if (!k) {
-		kept_sweep_locked();
-		struct bk_cg_kept *lru = NULL;
-		for (int i = 0; i < BK_CG_KEPT_CTRS && !k; i++) {
-			if (!kept[i].pid)
-				k = &kept[i];
-			else if (!kept[i].users && (!lru || kept[i].used < lru->used))
-				lru = &kept[i];
-		}
-		if (!k && lru) {
-			kept_close_locked(lru);
-			k = lru;
-		}
-		int pfd = k ? fcntl(pod->sandbox_pidfd, F_DUPFD_CLOEXEC, 3) : -1;
-		if (pfd < 0) {
-			k = NULL;
-		} else {
-			k->pid = pod->sandbox.init_pid;
-			k->start = pod->sandbox.init_start;
-			k->pidfd = pfd;
-			kept_fds++;
-		}
-	}
-	if (k) {
-		k->users++;
-		k->used = ++kept_clock;
-	}
-	pthread_mutex_unlock(&kept_lock);
-	return k;
-}
-
-/* The kept cgroup.procs of path in k (opened now if it is not yet), or
+/* The kept cgroup.procs of path in in (opened now if it is not yet), or
  * -errno. */
-static int kept_procs(struct bk_cg_kept *k, const char *path)
+static int kept_procs(struct bk_instance *in, const char *path)
 {
 	int fd = -ENOSPC;
-	pthread_mutex_lock(&kept_lock);
-	for (int i = 0; i < k->n; i++)
-		if (streq(k->v[i].path, path)) {
-			fd = k->v[i].fd;
+	bk_instances_lock();
+	for (int i = 0; i < in->n_v1; i++)
+		if (streq(in->v1[i].path, path)) {
+			fd = in->v1[i].fd;
 			goto out;
 		}
-	if (k->n < BK_CG_V1_MAX && strlen(path) < sizeof(k->v[0].path)) {
+	if (in->n_v1 < BK_CG_V1_MAX && strlen(path) < sizeof(in->v1[0].path)) {
 		fd = open_procs(path);
 		if (fd >= 0) {
-			snprintf(k->v[k->n].path, sizeof(k->v[0].path), "%s", path);
-			k->v[k->n++].fd = fd;
-			kept_fds++;
+			snprintf(in->v1[in->n_v1].path, sizeof(in->v1[0].path), "%s", path);
+			in->v1[in->n_v1++].fd = fd;
 		}
 	}
 out:
-	pthread_mutex_unlock(&kept_lock);
+	bk_instances_unlock();
 	return fd;
 }
 
 static void kept_release(struct bk_exec_cg *cg)
 {
-	struct bk_cg_kept *k = cg->kept;
-	if (!k)
+	struct bk_instance *in = cg->kept;
+	if (!in)
 		return;
 	cg->kept = NULL;
 	for (int i = 0; i < cg->n_v1; i++)
@@ -340,19 +236,19 @@ static void kept_release(struct bk_exec_cg *cg)
 			cg->v1[i].procs_fd = -1;
 			cg->v1[i].borrowed = false;
 		}
-	pthread_mutex_lock(&kept_lock);
-	if (--k->users == 0 && k->dropped)
-		kept_close_locked(k);
-	pthread_mutex_unlock(&kept_lock);
+	bk_instances_lock();
+	if (--in->users == 0 && in->dropped)
+		bk_instance_close_locked(in);
+	bk_instances_unlock();
 }
 
 void bk_exec_cg_kept_drop(const struct bk_exec_cg *cg)
 {
 	if (!cg->kept)
 		return;
-	pthread_mutex_lock(&kept_lock);
+	bk_instances_lock();
 	cg->kept->dropped = true;
-	pthread_mutex_unlock(&kept_lock);
+	bk_instances_unlock();
 }
 
 /* The exec's cgroup in the v1 hierarchy of pv, with what that hierarchy

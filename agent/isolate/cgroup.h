@@ -17,6 +17,8 @@
 
 #define BK_CG_V1_MAX 16
 
+struct bk_instance; /* instances.h */
+
 /* A v1 hierarchy: its mount point and its superblock options
  * ("rw,cpu,cpuacct", "rw,name=systemd"), which name its controllers. */
 struct bk_cg_v1_mount {
@@ -59,7 +61,7 @@ struct bk_exec_cg {
 	uint64_t id;       /* v2 cgroup id (what BPF sees) */
 	uint64_t pids_max, memory_max;
 	bool pids_v1, memory_v1;
-	struct bk_cg_kept *kept; /* the container's kept descriptors this exec uses */
+	struct bk_instance *kept; /* the container's kept descriptors this exec uses (instances.h) */
 };
 
 void bk_exec_cg_init(struct bk_exec_cg *cg);
@@ -74,16 +76,10 @@ void bk_exec_cg_init(struct bk_exec_cg *cg);
  * caps must land somewhere. */
 int bk_exec_cg_create(const struct bk_cgroup_mounts *m, const struct bk_pod *pod, const char *name,
 		      uint64_t pids_max, uint64_t memory_max, struct bk_exec_cg *cg, struct bk_error *err);
-/* The sandbox containers' own v1 cgroup.procs (hybrid hosts), kept open
- * between execs, per container instance (cgroup.c explains when an entry
- * goes). sweep: close those of containers whose init has exited (the
- * agent's loop, every 100 ms). drop: a spawn (or a file helper's join)
- * that used cg's failed; the container's next exec opens them afresh. count: descriptors kept now. */
-#define BK_CG_KEPT_CTRS 8
-#define BK_CG_KEPT_FDS (BK_CG_KEPT_CTRS * (BK_CG_V1_MAX + 1))
-void bk_cg_kept_sweep(void);
+/* A spawn (or a file helper's join) that used cg's kept v1 cgroup.procs
+ * (hybrid hosts: the sandbox container's own, kept between its execs,
+ * instances.h) failed: the container's next exec opens them afresh. */
 void bk_exec_cg_kept_drop(const struct bk_exec_cg *cg);
-int bk_cg_kept_count(void);
 /* The v1 hierarchy (index into m->v1) whose options name every controller
  * of ctrls ("cpu,cpuacct"), or -1. */
 int bk_cg_v1_find(const struct bk_cgroup_mounts *m, const char *ctrls);

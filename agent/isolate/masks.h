@@ -3,8 +3,8 @@
  * maskedPaths and readonlyPaths), read from its init's mount table before
  * an exec's clone: the exec's own /proc gets them again (child.c).
  *
- * Kept per container instance between its execs (masks.c explains when an
- * entry is read again and when it goes): an exec then checks its entry
+ * Kept per container instance between its execs (masks.c explains when
+ * they are read again, instances.h when they go): an exec then checks them
  * with a poll and a stat instead of reading and parsing the table (about
  * 100 us of an exec's round trip here). */
 #pragma once
@@ -27,10 +27,3 @@ struct proc_masks {
  * now. Fails closed (layer container): the exec does not run without
  * them. */
 int bk_proc_masks_get(const struct bk_pod *pod, struct proc_masks *pm, struct bk_error *err);
-
-/* Entries whose init has exited: closed (the agent's loop, every 100 ms).
- * count: descriptors kept now, at most BK_MASKS_KEPT_FDS. */
-#define BK_MASKS_KEPT 8
-#define BK_MASKS_KEPT_FDS (BK_MASKS_KEPT * 2)
-void bk_proc_masks_sweep(void);
-int bk_proc_masks_count(void);

@@ -258,10 +258,11 @@ check "receipt: isolation.kernel is this machine's release" test "$(j .isolation
 check "receipt: isolation.features as status reports them" \
 	test "$(jq -cS .isolation.features "$T/last.json")" = "$(ctl status | jq -cS .features)"
 
-# --- the container's kept mount table (isolate/masks.c) goes with the container ---------
-m0=$(ctl status | jq .limits.kept_mask_fds)
+# --- the container's kept entry (isolate/instances.c) goes with the container ----------
+kept_now() { ctl status | jq -r '.limits | "\(.kept_containers) \(.kept_mask_fds)"'; }
+read -r c0 m0 <<<"$(kept_now)"
 bk_sandbox_delete ex1 >/dev/null
 sleep 0.5
-m1=$(ctl status | jq .limits.kept_mask_fds)
-check "the kept mount table goes within 0.5 s of the container's delete (kept_mask_fds $m0 -> $m1; descriptors on its mountinfo: $(kept_mi))" \
-	sh -c "test '$m1' = $((m0 - 2)) && test $(kept_mi) = 0"
+read -r c1 m1 <<<"$(kept_now)"
+check "the kept container and its mount table go within 0.5 s of its delete (kept_containers $c0 -> $c1, kept_mask_fds $m0 -> $m1; descriptors on its mountinfo: $(kept_mi))" \
+	sh -c "test '$c1' = $((c0 - 1)) && test '$m1' = $((m0 - 1)) && test $(kept_mi) = 0"

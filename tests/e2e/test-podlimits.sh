@@ -142,6 +142,7 @@ remake_kd() {
 }
 if [ "$CG_LAYOUT" = hybrid ]; then
 	k0=$(kept)
+	kc0=$(ctl status | jq -r '.limits.kept_containers')
 	bk_sandbox_create pk1 || not_ok "sandbox pk1 created"
 	KPOD=/kubepods/besteffort/pod$(sb pk1 pod_uid)
 	KD=$(ctrl_root freezer)$KPOD/$(sb pk1 sandbox_container_id)
@@ -149,6 +150,11 @@ if [ "$CG_LAYOUT" = hybrid ]; then
 	k1=$(kept)
 	check "the container's v1 cgroup.procs are kept after its first exec ($k0 -> $k1 descriptors)" \
 		test "${k1:-0}" -ge "$((${k0:-0} + 2))"
+	# one entry per container instance, for its cgroup.procs and its
+	# mount table both (isolate/instances.c): one pidfd of its init
+	kc1=$(ctl status | jq -r '.limits.kept_containers')
+	check "one kept entry for the container's cgroup.procs and its mount table ($kc0 -> $kc1 containers)" \
+		test "${kc1:-x}" = "$((${kc0:-0} + 1))"
 	remake_kd
 	n_in=$(grep -c . "$KD/cgroup.procs")
 	bk_exec pk1 -- cat /proc/self/cgroup
