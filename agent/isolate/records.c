@@ -21,9 +21,7 @@ _Static_assert(sizeof(struct rec_slot) == BK_RECORD_SLOT_SIZE, "a slot is BK_REC
 
 struct bk_records {
 	pthread_mutex_t lock;
-	void *map;
-	size_t maplen;
-	struct rec_slot *slots; /* BK_RECORD_SLOTS, after the header page */
+	struct rec_slot *slots; /* BK_RECORD_SLOTS, after the header page (mapped until the agent ends) */
 	bool used[BK_RECORD_SLOTS];
 	unsigned low; /* no free slot below it */
 };
@@ -37,31 +35,30 @@ int bk_records_open(const struct bk_config *c, struct bk_records **out)
 	_cleanup_free_ struct bk_records *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	t->maplen = (size_t)BK_RECORD_SLOT_SIZE * (BK_RECORD_SLOTS + 1);
+	const size_t maplen = (size_t)BK_RECORD_SLOT_SIZE * (BK_RECORD_SLOTS + 1);
 	_cleanup_close_ int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	/* the blocks reserved now: a write into a page that a full tmpfs
 	 * could not provide would be a SIGBUS, where a file's write fails */
-	int fr = posix_fallocate(fd, 0, (off_t)t->maplen);
+	int fr = posix_fallocate(fd, 0, (off_t)maplen);
 	if (fr != 0) {
 		unlink(tmp);
 		return -fr;
 	}
-	t->map = mmap(NULL, t->maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (t->map == MAP_FAILED) {
+	char *h = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED) {
 		int r = -errno;
 		unlink(tmp);
 		return r;
 	}
-	char *h = t->map;
 	uint32_t sz = htole32(BK_RECORD_SLOT_SIZE), n = htole32(BK_RECORD_SLOTS);
 	memcpy(h, BK_RECORD_TABLE_MAGIC, 8);
 	memcpy(h + 8, &sz, 4);
 	memcpy(h + 12, &n, 4);
 	if (rename(tmp, path) < 0) {
 		int r = -errno;
-		munmap(t->map, t->maplen);
+		munmap(h, maplen);
 		unlink(tmp);
 		return r;
 	}
