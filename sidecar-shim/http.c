@@ -465,6 +465,19 @@ static bool framing_ok(struct shim *s, struct MHD_Connection *c, bool headers)
 
 /* ---- forwarding -------------------------------------------------------- */
 
+/* Where the client's hang-up shows while a handler waits for the agent:
+ * in TLS mode its TCP socket, after what MHD wrote so far was sent on
+ * (tls_wait_fd: -2, the client is gone or does not read); else the
+ * connection's own socket (-1: none to watch). */
+static int client_watch_fd(struct MHD_Connection *c)
+{
+	int fd = tls_wait_fd();
+	if (fd != -1)
+		return fd;
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? ci->connect_fd : -1;
+}
+
 static bool is_transport_malformed(int e)
 {
 	return e == -EPROTO || e == -EPROTONOSUPPORT || e == -EMSGSIZE || e == -EILSEQ;
@@ -500,8 +513,8 @@ static enum MHD_Result forward(struct shim *s, struct MHD_Connection *c, struct 
 		return forward_stream(s, c, r, frame, n, exec_timeout);
 	_cleanup_free_ char *resp = NULL;
 	size_t rlen = 0;
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	int e = upstream_call_watch(&s->upstream, frame, n, 0, ci ? ci->connect_fd : -1, &resp, &rlen);
+	int watch = client_watch_fd(c);
+	int e = watch == -2 ? -ECONNABORTED : upstream_call_watch(&s->upstream, frame, n, 0, watch, &resp, &rlen);
 	if (e == -ECONNABORTED) {
 		log_info("client gone", LS("route", r->route->path));
 		return MHD_NO; /* nobody to answer; the agent stopped the work */
@@ -546,7 +559,6 @@ struct stream {
 	struct shim *s;
 	struct MHD_Connection *c;
 	int up;      /* the agent connection */
-	int client;  /* the connection's socket (MHD's end in TLS mode) */
 	char *line;  /* the line being sent */
 	size_t len, off;
 	bool done;   /* the last line is in line */
@@ -610,7 +622,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		_cleanup_free_ char *resp = NULL;
 		size_t rlen = 0;
-		int e = upstream_stream_next(st->up, st->client, &resp, &rlen);
+		/* (what MHD wrote so far goes out before the wait) */
+		int client = client_watch_fd(st->c);
+		int e = client == -2 ? -ECONNABORTED : upstream_stream_next(st->up, client, &resp, &rlen);
 		if (e == -ECONNABORTED) {
 			log_info("client gone", LS("route", "/exec"), LS("stream", "yes"));
 			return MHD_CONTENT_READER_END_WITH_ERROR; /* the agent kills the exec */
@@ -650,10 +664,9 @@ static enum MHD_Result forward_stream(struct shim *s, struct MHD_Connection *c, 
 {
 	_cleanup_free_ char *resp = NULL;
 	size_t rlen = 0;
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	int client = ci ? ci->connect_fd : -1;
+	int client = client_watch_fd(c);
 	int up = -1;
-	int e = upstream_stream_open(&s->upstream, frame, n, client, &up, &resp, &rlen);
+	int e = client == -2 ? -ECONNABORTED : upstream_stream_open(&s->upstream, frame, n, client, &up, &resp, &rlen);
 	if (e == -ECONNABORTED) {
 		log_info("client gone", LS("route", r->route->path));
 		return MHD_NO;
@@ -682,7 +695,7 @@ static enum MHD_Result forward_stream(struct shim *s, struct MHD_Connection *c, 
 		close(up);
 		return MHD_NO;
 	}
-	*st = (struct stream){ .s = s, .c = c, .up = up, .client = client };
+	*st = (struct stream){ .s = s, .c = c, .up = up };
 	bool more = true;
 	size_t l = 0;
 	char *line = stream_line(resp, rlen, &more, &l);
@@ -1320,6 +1333,35 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 	atomic_fetch_sub(&s->active, 1);
 }
 
+/* The daemon's options, for the shim's (plaintext mode: it listens) or a
+ * TLS connection's own (no listening socket). */
+static struct MHD_Daemon *daemon_start(struct shim *s, unsigned flags)
+{
+	struct MHD_OptionItem opts[] = {
+		{ MHD_OPTION_CONNECTION_LIMIT, s->max_connections, NULL },
+		/* plaintext mode: MHD sees the peers (TLS mode: tls.c counts them; 0 = off) */
+		{ MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->tls ? 0 : s->max_per_peer, NULL },
+		{ MHD_OPTION_CONNECTION_TIMEOUT, s->conn_timeout, NULL },
+		{ MHD_OPTION_CONNECTION_MEMORY_LIMIT, SHIM_CONN_MEMORY_LIMIT, NULL },
+		{ MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL },
+		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, s },
+		{ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, s },
+		{ s->tls ? MHD_OPTION_END : MHD_OPTION_THREAD_STACK_SIZE, SHIM_THREAD_STACK, NULL },
+		{ s->tls ? MHD_OPTION_END : MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL },
+		{ MHD_OPTION_END, 0, NULL },
+	};
+	/* The logger must come first, or MHD reports option errors its own way. */
+	return MHD_start_daemon(flags | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE, 0, NULL, NULL, handle, s,
+				MHD_OPTION_EXTERNAL_LOGGER, log_mhd, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+}
+
+struct MHD_Daemon *http_conn_daemon(struct shim *s)
+{
+	/* ITC: an upgraded connection's relay thread closing it wakes the
+	 * connection's pump (its epoll fd) */
+	return daemon_start(s, MHD_USE_NO_LISTEN_SOCKET | MHD_USE_EPOLL | MHD_USE_ITC);
+}
+
 int http_start(struct shim *s)
 {
 	metrics.start = now_ns();
@@ -1328,28 +1370,13 @@ int http_start(struct shim *s)
 	pthread_mutex_init(&s->slot_lock, NULL);
 	mono_cond_init(&s->conns_cond);
 
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-			 MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE;
-	if (s->tls)
-		flags |= MHD_USE_NO_LISTEN_SOCKET;
-	struct MHD_OptionItem opts[] = {
-		{ MHD_OPTION_CONNECTION_LIMIT, s->max_connections, NULL },
-		/* plaintext mode: MHD sees the peers (TLS mode: tls.c counts them; 0 = off) */
-		{ MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->tls ? 0 : s->max_per_peer, NULL },
-		{ MHD_OPTION_CONNECTION_TIMEOUT, s->conn_timeout, NULL },
-		{ MHD_OPTION_CONNECTION_MEMORY_LIMIT, SHIM_CONN_MEMORY_LIMIT, NULL },
-		{ MHD_OPTION_THREAD_STACK_SIZE, SHIM_THREAD_STACK, NULL },
-		{ MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL },
-		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, s },
-		{ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, s },
-		{ s->tls ? MHD_OPTION_END : MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL },
-		{ MHD_OPTION_END, 0, NULL },
-	};
-	/* The logger must come first, or MHD reports option errors its own way. */
-	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, s,
-				  MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
-	if (!s->mhd)
-		return -EIO;
+	/* TLS mode: each connection has its own daemon (http_conn_daemon) */
+	if (!s->tls) {
+		s->mhd = daemon_start(s, MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+						 MHD_USE_POLL | MHD_USE_ITC);
+		if (!s->mhd)
+			return -EIO;
+	}
 	int e = pthread_create(&s->watchdog, NULL, conn_watchdog, s);
 	if (e != 0)
 		return -e;
@@ -1381,6 +1408,9 @@ void http_stop(struct shim *s)
 	pthread_mutex_lock(&s->mhd_lock);
 	s->mhd_stopping = true;
 	pthread_mutex_unlock(&s->mhd_lock);
+	uint64_t one = 1;
+	if (s->conns_stop_efd >= 0 && write(s->conns_stop_efd, &one, sizeof(one)) < 0)
+		log_error("cannot stop the connections", LS("error", strerror(errno)));
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	s->mhd = NULL;

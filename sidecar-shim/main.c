@@ -383,7 +383,7 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-	static struct shim s = { .listen_fd = -1, .stop_efd = -1 };
+	static struct shim s = { .listen_fd = -1, .stop_efd = -1, .conns_stop_efd = -1 };
 	pthread_mutex_init(&s.mhd_lock, NULL);
 	pthread_mutex_init(&s.peers_lock, NULL);
 	const char *cert = NULL, *key = NULL;

@@ -178,9 +178,10 @@ struct shim {
 	void *ssl_ctx; /* SSL_CTX * */
 	pthread_t acceptor;
 	bool acceptor_started;
-	int stop_efd; /* eventfd: wakes the acceptor at shutdown */
+	int stop_efd;       /* eventfd: wakes the acceptor at shutdown */
+	int conns_stop_efd; /* eventfd: ends the connections' pumps (http_stop) */
 	atomic_uint tls_threads;
-	pthread_mutex_t mhd_lock; /* MHD_add_connection vs. MHD_stop_daemon */
+	pthread_mutex_t mhd_lock; /* a connection's daemon vs. http_stop */
 	bool mhd_stopping;
 	/* One entry per TLS connection, from accept to the end of its thread:
 	 * the per-peer limits count them, and, as MHD only sees a socketpair
@@ -224,6 +225,10 @@ void wspty_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const ch
 		    MHD_socket sock, struct MHD_UpgradeResponseHandle *urh);
 
 int http_start(struct shim *s);
+/* TLS mode: a connection's own HTTP layer, with the handler and options
+ * of the shim's (tls.c runs it on the connection's thread: MHD_run, its
+ * epoll fd, its timeout); NULL on failure. */
+struct MHD_Daemon *http_conn_daemon(struct shim *s);
 /* Stop accepting; returns once no new connection can arrive. */
 void http_quiesce(struct shim *s);
 void http_stop(struct shim *s);
@@ -234,6 +239,11 @@ void tls_stop_accepting(struct shim *s);
 /* Wait (bounded) for the TLS connection threads to finish. */
 void tls_wait(struct shim *s, unsigned timeout_ms);
 void tls_done(struct shim *s);
+/* TLS mode, on a connection's thread, a handler about to wait: what MHD
+ * wrote so far is sent on to the client, and the client's TCP socket is
+ * returned (its hang-up shows there, as the pump is not running); -2 when
+ * the client is gone or does not read; -1 on any other thread. */
+int tls_wait_fd(void);
 /* Peer address of the connection whose MHD-side socket is fd ("unknown"). */
 void tls_peer_lookup(struct shim *s, int fd, char *buf, size_t size);
 /* When the connection whose MHD-side socket is fd was accepted (0: unknown). */

@@ -14,21 +14,25 @@
  *   connection thread: SSL_accept() with a handshake deadline (a client
  *     that connects and says nothing, or sends plaintext HTTP, is closed
  *     without any HTTP byte); then a socketpair(AF_UNIX, SOCK_STREAM), one
- *     end given to MHD with MHD_add_connection(), and the thread pumps
- *     plaintext between SSL_read/SSL_write and the other end.
+ *     end given to the connection's own MHD daemon with
+ *     MHD_add_connection(), and the thread pumps plaintext between
+ *     SSL_read/SSL_write and the other end, and runs that daemon itself
+ *     (external polling, see pump()): TLS and HTTP on one thread, no
+ *     wake-up of another between them.
  *
  * Alternatives rejected: (a) MHD's GnuTLS HTTPS — second TLS stack, not
  * OpenSSL; (b) an external-select MHD loop driving memory BIOs — MHD 0.9.x
  * has no API to feed it bytes, only sockets; (c) a hand-written HTTP parser
  * on top of OpenSSL — exactly what STYLE.md tells us not to do. The cost of
- * the chosen shape is one extra thread and one socketpair per connection,
- * both bounded by max_connections; HTTP timeouts stay with MHD (its
- * connection timeout sees the socketpair go idle exactly as it would see
- * the TCP socket), and the pump adds its own timeout only where MHD cannot
- * see: the handshake, and a client that stops reading its response.
+ * the chosen shape is one socketpair and one small daemon (its epoll fd and
+ * its eventfd) per connection, bounded by max_connections; HTTP timeouts
+ * stay with MHD (its connection timeout sees the socketpair go idle exactly
+ * as it would see the TCP socket), and the pump adds its own timeout only
+ * where MHD cannot see: the handshake, and a client that stops reading its
+ * response.
  *
  * The pump never parses anything: bytes in, bytes out; it only notes a NUL
- * byte in what the client sends (see pump()). The acceptor enforces the
+ * byte in what the client sends (see step_in()). The acceptor enforces the
  * per-peer limits (see peer_admit()). */
 #include "shim.h"
 
@@ -131,6 +135,9 @@ int tls_init(struct shim *s, const char *cert_path, const char *key_path)
 	s->ssl_ctx = ctx;
 	s->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->stop_efd < 0)
+		return -errno;
+	s->conns_stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->conns_stop_efd < 0)
 		return -errno;
 	return 0;
 }
@@ -346,170 +353,284 @@ static void linger(int tcp, bool client_eof)
 	}
 }
 
-/* Move bytes between the TLS connection and MHD's end of the socketpair
- * until MHD closes its end (and what it wrote reached the client), the
- * client goes away, or the client stops reading for conn_timeout. */
-static void pump(struct shim *s, struct peer_entry *pe, SSL *ssl, int tcp, int app)
-{
-	bool nul = false, answered = false;
-	_cleanup_free_ char *c2s = malloc(PUMP_BUF);
-	_cleanup_free_ char *s2c = malloc(PUMP_BUF);
-	if (!c2s || !s2c)
-		return;
-	size_t c2s_len = 0, c2s_off = 0, s2c_len = 0, s2c_off = 0;
-	bool client_eof = false, app_eof = false;
-	const uint64_t out_timeout = (uint64_t)s->conn_timeout * 1000000000ull;
-	uint64_t out_since = now_ns();
+/* ---- the pump ------------------------------------------------------------
+ *
+ * One thread per connection moves bytes between the TLS connection and
+ * MHD's end of the socketpair, and runs that connection's own MHD daemon
+ * (external polling: MHD_run, its epoll fd, its timeout) on the same
+ * thread. A request so costs no wake-up of another thread between TLS and
+ * HTTP: the bytes the pump writes are read by MHD_run on this thread, and
+ * the answer MHD writes is read back by the pump right after.
+ *
+ * A handler runs inside MHD_run and may wait (for the agent): while it
+ * does, the pump does not run. So before a wait, http.c calls
+ * tls_wait_fd(): what MHD wrote so far goes to the client first (a
+ * streamed line must not wait for the next one), and the client's hang-up
+ * is watched on its TCP socket, the one place it shows while the pump is
+ * not reading. */
+struct pump {
+	struct shim *s;
+	struct peer_entry *pe;
+	SSL *ssl;
+	int tcp, app;
+	struct MHD_Daemon *d;
+	int mhd_fd; /* the daemon's epoll fd */
+	char *c2s, *s2c;
+	size_t c2s_len, c2s_off, s2c_len, s2c_off;
+	bool client_eof, app_eof, nul, answered;
 	/* a side read dry (a read found nothing, or took all there was): not
 	 * read again until poll says it is readable (poll is level-triggered:
 	 * bytes that came since wake it at once). OpenSSL holds no whole
 	 * record back when it wants to read; what it holds besides, read
 	 * ahead, SSL_has_pending tells. */
-	bool tcp_dry = false, app_dry = false;
+	bool tcp_dry, app_dry;
+	bool mhd_due; /* MHD_run before the next poll: bytes for it, or its poll's turn */
+	uint64_t out_since, out_timeout;
+};
 
+static __thread struct pump *current_pump;
+
+enum { STEP_IDLE = 0, STEP_PROGRESS = 1, STEP_END = -1 };
+
+/* client -> MHD */
+static int step_in(struct pump *p, short *tcp_ev, short *app_ev)
+{
+	int progress = STEP_IDLE;
+	if (!p->client_eof && p->c2s_len == 0 && p->tcp_dry) {
+		*tcp_ev |= POLLIN;
+	} else if (!p->client_eof && p->c2s_len == 0) {
+		ERR_clear_error();
+		int n = SSL_read(p->ssl, p->c2s, PUMP_BUF);
+		if (n > 0) {
+			p->c2s_len = (size_t)n;
+			p->c2s_off = 0;
+			progress = STEP_PROGRESS;
+			/* read on without poll only while OpenSSL holds more */
+			p->tcp_dry = !SSL_has_pending(p->ssl);
+			/* The one look at the bytes: no request the shim serves
+			 * holds a NUL (not a header, not a JSON body, not chunk
+			 * framing), and MHD would silently cut a header value
+			 * at one. Flagged before MHD can see the byte; the
+			 * handler refuses the request (400). */
+			if (!p->nul && memchr(p->c2s, 0, p->c2s_len)) {
+				p->nul = true;
+				peer_saw_nul(p->s, p->pe);
+			}
+		} else {
+			switch (SSL_get_error(p->ssl, n)) {
+			case SSL_ERROR_WANT_READ:
+				*tcp_ev |= POLLIN;
+				p->tcp_dry = true;
+				break;
+			case SSL_ERROR_WANT_WRITE:
+				*tcp_ev |= POLLOUT;
+				break;
+			case SSL_ERROR_ZERO_RETURN:
+				/* close_notify: the client may still read. */
+				p->client_eof = true;
+				progress = STEP_PROGRESS;
+				shutdown(p->app, SHUT_WR);
+				p->mhd_due = true;
+				break;
+			default:
+				return STEP_END; /* reset, unexpected EOF, TLS error */
+			}
+		}
+	}
+	if (p->c2s_len > 0) {
+		ssize_t w = send(p->app, p->c2s + p->c2s_off, p->c2s_len - p->c2s_off, MSG_NOSIGNAL);
+		if (w > 0) {
+			p->c2s_off += (size_t)w;
+			if (p->c2s_off == p->c2s_len)
+				p->c2s_len = p->c2s_off = 0;
+			progress = STEP_PROGRESS;
+			p->mhd_due = true;
+		} else if (w < 0 && errno == EAGAIN) {
+			*app_ev |= POLLOUT;
+		} else if (!(w < 0 && errno == EINTR)) {
+			/* MHD stopped reading: drop the rest of the input. */
+			p->c2s_len = p->c2s_off = 0;
+			p->client_eof = true;
+			progress = STEP_PROGRESS;
+		} else {
+			progress = STEP_PROGRESS;
+		}
+	}
+	return progress;
+}
+
+/* MHD -> client */
+static int step_out(struct pump *p, short *tcp_ev, short *app_ev)
+{
+	int progress = STEP_IDLE;
+	if (!p->app_eof && p->s2c_len == 0 && p->app_dry) {
+		*app_ev |= POLLIN;
+	} else if (!p->app_eof && p->s2c_len == 0) {
+		ssize_t n = recv(p->app, p->s2c, PUMP_BUF, 0);
+		if (n > 0) {
+			p->s2c_len = (size_t)n;
+			p->s2c_off = 0;
+			progress = STEP_PROGRESS;
+			p->app_dry = n < (ssize_t)PUMP_BUF; /* a short read emptied the socket */
+		} else if (n < 0 && errno == EAGAIN) {
+			*app_ev |= POLLIN;
+			p->app_dry = true;
+		} else if (!(n < 0 && errno == EINTR)) {
+			p->app_eof = true;
+			progress = STEP_PROGRESS;
+		}
+	}
+	if (p->s2c_len > 0) {
+		ERR_clear_error();
+		int w = SSL_write(p->ssl, p->s2c + p->s2c_off, (int)(p->s2c_len - p->s2c_off));
+		if (w > 0) {
+			p->s2c_off += (size_t)w;
+			if (p->s2c_off == p->s2c_len)
+				p->s2c_len = p->s2c_off = 0;
+			progress = STEP_PROGRESS;
+			p->answered = true;
+		} else {
+			switch (SSL_get_error(p->ssl, w)) {
+			case SSL_ERROR_WANT_WRITE:
+				*tcp_ev |= POLLOUT;
+				break;
+			case SSL_ERROR_WANT_READ:
+				*tcp_ev |= POLLIN;
+				break;
+			default:
+				return STEP_END; /* client gone */
+			}
+		}
+	}
+	return progress;
+}
+
+/* What MHD wrote so far, sent on to the client (a handler about to wait):
+ * false when the client is gone, or did not read it within conn_timeout. */
+static bool pump_flush(struct pump *p)
+{
+	p->app_dry = false; /* MHD wrote on this thread, no poll saw it */
+	uint64_t since = now_ns();
 	for (;;) {
 		short tcp_ev = 0, app_ev = 0;
-		bool progress = false;
+		int r = step_out(p, &tcp_ev, &app_ev);
+		if (r == STEP_END)
+			return false;
+		if (r == STEP_PROGRESS) {
+			since = now_ns();
+			continue;
+		}
+		if (p->s2c_len == 0)
+			return true; /* nothing left to send: MHD's end read dry, or closed */
+		uint64_t now = now_ns();
+		if (now - since >= p->out_timeout)
+			return false;
+		if (poll_one(p->tcp, tcp_ev, (int)((since + p->out_timeout - now) / 1000000ull) + 1) < 0)
+			return false;
+	}
+}
 
-		/* client -> MHD */
-		if (!client_eof && c2s_len == 0 && tcp_dry) {
-			tcp_ev |= POLLIN;
-		} else if (!client_eof && c2s_len == 0) {
-			ERR_clear_error();
-			int n = SSL_read(ssl, c2s, PUMP_BUF);
-			if (n > 0) {
-				c2s_len = (size_t)n;
-				c2s_off = 0;
-				progress = true;
-				/* read on without poll only while OpenSSL holds more */
-				tcp_dry = !SSL_has_pending(ssl);
-				/* The one look at the bytes: no request the shim serves
-				 * holds a NUL (not a header, not a JSON body, not chunk
-				 * framing), and MHD would silently cut a header value
-				 * at one. Flagged before MHD can see the byte; the
-				 * handler refuses the request (400). */
-				if (!nul && memchr(c2s, 0, c2s_len)) {
-					nul = true;
-					peer_saw_nul(s, pe);
-				}
-			} else {
-				switch (SSL_get_error(ssl, n)) {
-				case SSL_ERROR_WANT_READ:
-					tcp_ev |= POLLIN;
-					tcp_dry = true;
-					break;
-				case SSL_ERROR_WANT_WRITE:
-					tcp_ev |= POLLOUT;
-					break;
-				case SSL_ERROR_ZERO_RETURN:
-					/* close_notify: the client may still read. */
-					client_eof = true;
-					progress = true;
-					shutdown(app, SHUT_WR);
-					break;
-				default:
-					return; /* reset, unexpected EOF, TLS error */
-				}
-			}
-		}
-		if (c2s_len > 0) {
-			ssize_t w = send(app, c2s + c2s_off, c2s_len - c2s_off, MSG_NOSIGNAL);
-			if (w > 0) {
-				c2s_off += (size_t)w;
-				if (c2s_off == c2s_len)
-					c2s_len = c2s_off = 0;
-				progress = true;
-			} else if (w < 0 && errno == EAGAIN) {
-				app_ev |= POLLOUT;
-			} else if (!(w < 0 && errno == EINTR)) {
-				/* MHD stopped reading: drop the rest of the input. */
-				c2s_len = c2s_off = 0;
-				client_eof = true;
-				progress = true;
-			} else {
-				progress = true;
-			}
-		}
+int tls_wait_fd(void)
+{
+	struct pump *p = current_pump;
+	if (!p)
+		return -1;
+	return pump_flush(p) ? p->tcp : -2;
+}
 
-		/* MHD -> client */
-		if (!app_eof && s2c_len == 0 && app_dry) {
-			app_ev |= POLLIN;
-		} else if (!app_eof && s2c_len == 0) {
-			ssize_t n = recv(app, s2c, PUMP_BUF, 0);
-			if (n > 0) {
-				s2c_len = (size_t)n;
-				s2c_off = 0;
-				progress = true;
-				app_dry = n < (ssize_t)PUMP_BUF; /* a short read emptied the socket */
-			} else if (n < 0 && errno == EAGAIN) {
-				app_ev |= POLLIN;
-				app_dry = true;
-			} else if (!(n < 0 && errno == EINTR)) {
-				app_eof = true;
-				progress = true;
-			}
+/* Move bytes between the TLS connection and MHD's end of the socketpair,
+ * and run MHD, until MHD closes its end (and what it wrote reached the
+ * client), the client goes away, the client stops reading for
+ * conn_timeout, or the shim stops. */
+static void pump(struct pump *p)
+{
+	struct shim *s = p->s;
+	p->out_since = now_ns();
+	for (;;) {
+		short tcp_ev = 0, app_ev = 0;
+		int r = step_in(p, &tcp_ev, &app_ev);
+		if (r == STEP_END)
+			return;
+		bool progress = r == STEP_PROGRESS;
+		if (p->mhd_due) {
+			/* the handlers run here */
+			p->mhd_due = false;
+			MHD_run(p->d);
+			p->app_dry = false;
 		}
-		if (s2c_len > 0) {
-			ERR_clear_error();
-			int w = SSL_write(ssl, s2c + s2c_off, (int)(s2c_len - s2c_off));
-			if (w > 0) {
-				s2c_off += (size_t)w;
-				if (s2c_off == s2c_len)
-					s2c_len = s2c_off = 0;
-				progress = true;
-				answered = true;
-			} else {
-				switch (SSL_get_error(ssl, w)) {
-				case SSL_ERROR_WANT_WRITE:
-					tcp_ev |= POLLOUT;
-					break;
-				case SSL_ERROR_WANT_READ:
-					tcp_ev |= POLLIN;
-					break;
-				default:
-					return; /* client gone */
-				}
-			}
-		}
+		r = step_out(p, &tcp_ev, &app_ev);
+		if (r == STEP_END)
+			return;
+		progress = progress || r == STEP_PROGRESS;
 
-		if (app_eof && s2c_len == 0) {
+		if (p->app_eof && p->s2c_len == 0) {
 			ERR_clear_error();
-			SSL_shutdown(ssl); /* best effort close_notify, never waits */
+			SSL_shutdown(p->ssl); /* best effort close_notify, never waits */
 			/* No answer to protect (a header deadline, say): close now,
 			 * the connection's slot is free at once. */
-			linger(tcp, client_eof || !answered);
+			linger(p->tcp, p->client_eof || !p->answered);
 			return;
 		}
 		uint64_t now = now_ns();
-		if (s2c_len == 0 || progress)
-			out_since = now;
+		if (p->s2c_len == 0 || progress)
+			p->out_since = now;
 		if (progress)
 			continue;
 
 		/* Blocked. MHD times out idle and slow request senders itself (it
-		 * sees the socketpair go quiet); only a client that does not read
-		 * its answer is ours to time out. Waiting for the agent (MHD busy
-		 * in the handler, nothing pending) has no timeout here. */
+		 * sees the socketpair go quiet; its timeout bounds the wait);
+		 * only a client that does not read its answer is ours to time
+		 * out. */
 		int timeout_ms = -1;
-		if (s2c_len > 0) {
-			if (now - out_since >= out_timeout)
+		if (p->s2c_len > 0) {
+			if (now - p->out_since >= p->out_timeout)
 				return;
-			timeout_ms = (int)((out_since + out_timeout - now) / 1000000ull) + 1;
+			timeout_ms = (int)((p->out_since + p->out_timeout - now) / 1000000ull) + 1;
 		}
+		MHD_UNSIGNED_LONG_LONG mt;
+		if (MHD_get_timeout(p->d, &mt) == MHD_YES && (timeout_ms < 0 || mt < (MHD_UNSIGNED_LONG_LONG)timeout_ms))
+			timeout_ms = mt > INT_MAX ? INT_MAX : (int)mt;
 		/* fd -1: poll ignores it, so a hung-up socket we are not waiting
 		 * on cannot make poll return at once forever. */
-		struct pollfd p[2] = {
-			{ .fd = tcp_ev ? tcp : -1, .events = tcp_ev },
-			{ .fd = app_ev ? app : -1, .events = app_ev },
+		struct pollfd pf[4] = {
+			{ .fd = tcp_ev ? p->tcp : -1, .events = tcp_ev },
+			{ .fd = app_ev ? p->app : -1, .events = app_ev },
+			{ .fd = p->mhd_fd, .events = POLLIN },
+			{ .fd = s->conns_stop_efd, .events = POLLIN },
 		};
-		if (poll(p, 2, timeout_ms) < 0 && errno != EINTR)
+		if (poll(pf, 4, timeout_ms) < 0 && errno != EINTR)
 			return;
+		if (pf[3].revents)
+			return; /* the shim stops: no request is in flight */
 		/* any event (data, a hang-up, an error): the next read says which */
-		if (p[0].revents)
-			tcp_dry = false;
-		if (p[1].revents)
-			app_dry = false;
+		if (pf[0].revents)
+			p->tcp_dry = false;
+		if (pf[1].revents)
+			p->app_dry = false;
+		/* MHD_run after every poll: its socket's events, its timeouts */
+		p->mhd_due = true;
 	}
+}
+
+/* The connection's daemon goes once it holds no connection: MHD's end sees
+ * ours closed (a request's end is logged as MHD saw it), and an upgraded
+ * connection's relay thread (wspty.c) sees the same, ends, and hands the
+ * connection back (MHD_upgrade_action, which wakes the daemon's epoll fd).
+ * Stopping the daemon under a relay still using it would free what that
+ * thread holds. */
+static void daemon_end(struct pump *p)
+{
+	for (;;) {
+		MHD_run(p->d);
+		const union MHD_DaemonInfo *di = MHD_get_daemon_info(p->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+		if (!di || di->num_connections == 0)
+			break;
+		MHD_UNSIGNED_LONG_LONG mt = 100;
+		if (MHD_get_timeout(p->d, &mt) != MHD_YES || mt > 100)
+			mt = 100;
+		poll_one(p->mhd_fd, POLLIN, (int)mt);
+	}
+	MHD_stop_daemon(p->d);
 }
 
 static void *conn_main(void *arg)
@@ -549,29 +670,44 @@ static void *conn_main(void *arg)
 		close(sp[1]);
 		goto out;
 	}
-	pthread_mutex_lock(&s->mhd_lock);
-	/* MHD owns (and closes) sp[1] from here, also on failure. It is told
-	 * the truth, an AF_UNIX socket, and the peer's address is logged here
+	/* This connection's own MHD (pump() runs it). It owns (and closes)
+	 * sp[1] from MHD_add_connection on, also on failure. It is told the
+	 * truth, an AF_UNIX socket, and the peer's address is logged here
 	 * instead. (libmicrohttpd 0.9.75 ignores the address family: it still
 	 * tries TCP_NODELAY and TCP_CORK before every response, two failed
 	 * setsockopt calls, EOPNOTSUPP, which log.c keeps at debug level.) */
 	static const struct sockaddr_un unix_peer = { .sun_family = AF_UNIX };
+	struct pump p = { .s = s, .pe = cn->entry, .ssl = ssl, .tcp = fd, .app = app, .mhd_fd = -1,
+			  .out_timeout = (uint64_t)s->conn_timeout * 1000000000ull };
+	pthread_mutex_lock(&s->mhd_lock);
+	p.d = s->mhd_stopping ? NULL : http_conn_daemon(s);
+	pthread_mutex_unlock(&s->mhd_lock);
+	const union MHD_DaemonInfo *di = p.d ? MHD_get_daemon_info(p.d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+	p.c2s = malloc(PUMP_BUF);
+	p.s2c = malloc(PUMP_BUF);
 	enum MHD_Result ok = MHD_NO;
-	if (!s->mhd_stopping) {
+	if (di && p.c2s && p.s2c) {
+		p.mhd_fd = di->epoll_fd;
 		peer_set_fd(s, cn->entry, sp[1]);
-		ok = MHD_add_connection(s->mhd, sp[1], (const struct sockaddr *)&unix_peer,
-					(socklen_t)sizeof(sa_family_t));
+		ok = MHD_add_connection(p.d, sp[1], (const struct sockaddr *)&unix_peer, (socklen_t)sizeof(sa_family_t));
 	} else {
 		close(sp[1]);
 	}
-	pthread_mutex_unlock(&s->mhd_lock);
 	if (ok != MHD_YES) {
 		log_warn("connection refused by the HTTP layer", LS("peer", peer));
-		goto out;
+		goto done;
 	}
 	uint64_t t0 = now_ns();
-	pump(s, cn->entry, ssl, fd, app);
+	current_pump = &p;
+	pump(&p);
+	current_pump = NULL;
 	log_debug("tls connection closed", LS("peer", peer), LI("duration_ms", (now_ns() - t0) / 1000000ull));
+done:
+	closep(&app);
+	if (p.d)
+		daemon_end(&p);
+	free(p.c2s);
+	free(p.s2c);
 out:
 	peer_release(s, cn->entry);
 	ERR_clear_error();
@@ -708,6 +844,7 @@ void tls_done(struct shim *s)
 		close(s->stop_efd);
 		s->stop_efd = -1;
 	}
+	/* (conns_stop_efd stays: a pump still running polls it) */
 	if (s->peers && atomic_load(&s->tls_threads) == 0) {
 		free(s->peers);
 		s->peers = NULL;
