@@ -758,8 +758,8 @@ static void agent_limits(struct bk_limits *L)
 
 /* The exec budget: what is left of RLIMIT_NOFILE after 64 for the agent
  * itself (BPF objects, namespaces, the netns pool, metrics), `kept` for
- * what is kept per sandbox container (its mount table, isolate/masks.c;
- * on hybrid hosts its v1 cgroup.procs, isolate/cgroup.c), 2 per
+ * what is kept per sandbox container (its init's pidfd and mount table; on
+ * hybrid hosts its v1 cgroup.procs: isolate/instances.h), 2 per
  * connection (its socket; a file operation's own). */
 static void exec_budget(struct bk_limits *L, int kept)
 {

@@ -51,6 +51,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #ifndef BK_VERSION
 #define BK_VERSION "unknown"
@@ -390,6 +391,17 @@ int main(int argc, char **argv)
 	if (load_config(&s, &cert, &key) < 0)
 		return 1;
 
+	/* A TLS connection holds 5 descriptors (its socket, a socketpair, its
+	 * daemon's epoll fd and eventfd), a streaming or terminal request one
+	 * more: the soft limit goes up to the hard one (the shim uses poll and
+	 * epoll only, never select). */
+	struct rlimit rl = { 0 };
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+
 	int e = open_listener(&s);
 	char addr[SHIM_ADDR_MAX];
 	sockaddr_str((struct sockaddr *)&s.listen_addr, s.listen_len, addr, sizeof(addr));
@@ -416,7 +428,14 @@ int main(int argc, char **argv)
 		 LS("agent_socket", s.upstream.path), LB("token_configured", s.token_set), LI("max_body", s.max_body),
 		 LI("max_body_configured", s.max_body_configured),
 		 LI("max_concurrent", s.max_concurrent), LI("max_queue", s.max_queue), LI("max_connections", s.max_connections),
-		 LI("conn_timeout_s", s.conn_timeout));
+		 LI("conn_timeout_s", s.conn_timeout),
+		 LI("nofile", rl.rlim_cur == RLIM_INFINITY ? -1 : (long long)rl.rlim_cur));
+	/* every connection open and every request streaming, plus 64 */
+	uint64_t need = 5ull * s.max_connections + 2ull * s.max_concurrent + 64;
+	if (s.tls && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+		log_warn("RLIMIT_NOFILE is below what SIDECAR_MAX_CONNECTIONS may use: new connections fail once descriptors run out",
+			 LI("nofile", (long long)rl.rlim_cur), LI("needed", (long long)need),
+			 LI("max_connections", s.max_connections));
 
 	siginfo_t si;
 	int sig;

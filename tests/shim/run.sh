@@ -360,6 +360,35 @@ if start_shim QTIME "$P_QT" SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT=
 	kill -TERM "$QTIME_PID"; wait "$QTIME_PID"
 else notok "queue-timeout shim" "did not start"; fi
 
+# RLIMIT_NOFILE: a TLS connection holds 5 descriptors. The shim raises its
+# soft limit to the hard one, and says at start when that is below what
+# SIDECAR_MAX_CONNECTIONS may use (5 x 300 + 2 x 32 + 64 = 1628 here).
+# nofile_shim NAME SOFT HARD: the shim's "listening" line and its warning
+nofile_shim() {
+	local port pid i
+	port=$(free_port)
+	(ulimit -Sn "$2" && ulimit -Hn "$3" && exec env -i PATH="$PATH" ASAN_OPTIONS="$ASAN_OPTIONS" \
+		UBSAN_OPTIONS="$UBSAN_OPTIONS" SIDECAR_LISTEN="127.0.0.1:$port" BOXKITE_AGENT_SOCKET="$T/agent.sock" \
+		SIDECAR_AUTH_TOKEN_FILE="$T/token" SIDECAR_TLS_CERT="$T/pod.crt" SIDECAR_TLS_KEY="$T/pod.key" \
+		SIDECAR_MAX_CONNECTIONS=300 "$SHIM") >"$T/$1.out" 2>"$T/$1.log" &
+	pid=$!
+	for i in $(seq 200); do
+		grep -q '"msg":"listening"' "$T/$1.log" 2>/dev/null && break
+		sleep 0.05
+	done
+	kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+	grep -o '"nofile":[0-9-]*' "$T/$1.log" | head -1
+	grep -o '"msg":"RLIMIT_NOFILE is below[^"]*","nofile":[0-9]*,"needed":[0-9]*' "$T/$1.log" | head -1
+}
+out=$(nofile_shim NOFILE_LOW 512 512)
+if grep -q '"nofile":512$' <<<"$out" && grep -q '"nofile":512,"needed":1628' <<<"$out"; then
+	ok "nofile 512 (hard) for 300 connections: said at start ($(tail -1 <<<"$out"))"
+else notok "nofile too low" "not said: $out"; fi
+out=$(nofile_shim NOFILE_RAISED 256 4096)
+if grep -q '"nofile":4096$' <<<"$out" && ! grep -q 'below' <<<"$out"; then
+	ok "nofile soft 256, hard 4096: raised to 4096, nothing to say ($(head -1 <<<"$out"))"
+else notok "nofile raise" "$out"; fi
+
 # ---- malformed agent answers ------------------------------------------------
 for mal in notjson nobody badstatus badframe; do
 	hc "$M/exec" "${AUTH[@]}" -d "{\"fake\":{\"malformed\":\"$mal\"}}"
