@@ -1355,7 +1355,7 @@ static struct MHD_Daemon *daemon_start(struct shim *s, unsigned flags)
 				MHD_OPTION_EXTERNAL_LOGGER, log_mhd, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
 }
 
-struct MHD_Daemon *http_conn_daemon(struct shim *s)
+static struct MHD_Daemon *conn_daemon(struct shim *s)
 {
 	/* ITC: an upgraded connection's relay thread closing it wakes the
 	 * connection's pump (its epoll fd) */
@@ -1370,7 +1370,8 @@ int http_start(struct shim *s)
 	pthread_mutex_init(&s->slot_lock, NULL);
 	mono_cond_init(&s->conns_cond);
 
-	/* TLS mode: each connection has its own daemon (http_conn_daemon) */
+	/* TLS mode: each connection has its own daemon (tls.c) */
+	s->conn_daemon = conn_daemon;
 	if (!s->tls) {
 		s->mhd = daemon_start(s, MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 						 MHD_USE_POLL | MHD_USE_ITC);

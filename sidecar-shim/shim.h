@@ -182,6 +182,11 @@ struct shim {
 	int conns_stop_efd; /* eventfd: ends the connections' pumps (http_stop) */
 	atomic_uint tls_threads;
 	pthread_mutex_t mhd_lock; /* a connection's daemon vs. http_stop */
+	/* set by http_start (TLS mode): a connection's own HTTP layer, with
+	 * the handler and options of the shim's; tls.c runs it on the
+	 * connection's thread (MHD_run, its epoll fd, its timeout). NULL on
+	 * failure. (http.c calls into tls.c, never the other way.) */
+	struct MHD_Daemon *(*conn_daemon)(struct shim *s);
 	bool mhd_stopping;
 	/* One entry per TLS connection, from accept to the end of its thread:
 	 * the per-peer limits count them, and, as MHD only sees a socketpair
@@ -225,10 +230,6 @@ void wspty_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const ch
 		    MHD_socket sock, struct MHD_UpgradeResponseHandle *urh);
 
 int http_start(struct shim *s);
-/* TLS mode: a connection's own HTTP layer, with the handler and options
- * of the shim's (tls.c runs it on the connection's thread: MHD_run, its
- * epoll fd, its timeout); NULL on failure. */
-struct MHD_Daemon *http_conn_daemon(struct shim *s);
 /* Stop accepting; returns once no new connection can arrive. */
 void http_quiesce(struct shim *s);
 void http_stop(struct shim *s);

@@ -680,7 +680,7 @@ static void *conn_main(void *arg)
 	struct pump p = { .s = s, .pe = cn->entry, .ssl = ssl, .tcp = fd, .app = app, .mhd_fd = -1,
 			  .out_timeout = (uint64_t)s->conn_timeout * 1000000000ull };
 	pthread_mutex_lock(&s->mhd_lock);
-	p.d = s->mhd_stopping ? NULL : http_conn_daemon(s);
+	p.d = s->mhd_stopping || !s->conn_daemon ? NULL : s->conn_daemon(s);
 	pthread_mutex_unlock(&s->mhd_lock);
 	const union MHD_DaemonInfo *di = p.d ? MHD_get_daemon_info(p.d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
 	p.c2s = malloc(PUMP_BUF);
