@@ -48,7 +48,7 @@ srcs_of() {
 	rxbound) echo agent/parse/rxbound.c lib/err.c lib/util.c ;;
 	# config.c hands the egress profiles to policy.c
 	config) echo agent/parse/config.c agent/parse/policy.c lib/err.c lib/util.c ;;
-	mountinfo) echo agent/isolate/cgroup.c lib/err.c lib/util.c ;;
+	mountinfo) echo agent/isolate/cgroup.c agent/isolate/instances.c lib/err.c lib/util.c ;;
 	shimframe) echo sidecar-shim/frame.c ;;
 	# the /pty WebSocket's client frames, our resize message (issue 18)
 	wsframe) echo sidecar-shim/ws.c agent/parse/text.c ;;
