@@ -734,13 +734,9 @@ static uint64_t nofile_was, nofile_hard;
 static void agent_limits(struct bk_limits *L)
 {
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		nofile_was = rl.rlim_cur;
-		if (rl.rlim_cur < rl.rlim_max) {
-			rl.rlim_cur = rl.rlim_max;
-			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-				getrlimit(RLIMIT_NOFILE, &rl);
-		}
+	if (nofile_raise(&rl) == 0) {
 		L->nofile = rl.rlim_cur == RLIM_INFINITY ? (1u << 20) : rl.rlim_cur;
 		nofile_hard = rl.rlim_max;
 	} else {

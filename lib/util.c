@@ -185,3 +185,15 @@ bool csv_has(const char *list, const char *item)
 	}
 	return false;
 }
+
+int nofile_raise(struct rlimit *rl)
+{
+	if (getrlimit(RLIMIT_NOFILE, rl) < 0)
+		return -errno;
+	if (rl->rlim_cur < rl->rlim_max) {
+		rl->rlim_cur = rl->rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, rl) < 0 && getrlimit(RLIMIT_NOFILE, rl) < 0)
+			return -errno;
+	}
+	return 0;
+}

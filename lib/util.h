@@ -3,6 +3,7 @@
  * Ownership follows bubblewrap/systemd: cleanup attributes instead of free
  * ladders, steal_* to hand ownership out of a scope. */
 #pragma once
+#include <sys/resource.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -68,6 +69,9 @@ bool csv_has(const char *list, const char *item);
 int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *len);
 /* The same, of an open file from where it is. */
 int read_fd_all(int fd, size_t max, char **out, size_t *len);
+/* RLIMIT_NOFILE's soft limit raised to its hard limit (as far as allowed);
+ * *rl: the limits in force after it. */
+int nofile_raise(struct rlimit *rl);
 /* Write a string to an existing file (cgroup knobs, /proc files). */
 int write_file_at(int dirfd, const char *path, const char *s);
 /* Parse a non-negative decimal integer with full validation (no atoi). */

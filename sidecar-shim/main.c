@@ -396,11 +396,8 @@ int main(int argc, char **argv)
 	 * more: the soft limit goes up to the hard one (the shim uses poll and
 	 * epoll only, never select). */
 	struct rlimit rl = { 0 };
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-			getrlimit(RLIMIT_NOFILE, &rl);
-	}
+	if (nofile_raise(&rl) < 0)
+		rl.rlim_cur = rl.rlim_max = RLIM_INFINITY; /* unknown: nothing to say about it */
 
 	int e = open_listener(&s);
 	char addr[SHIM_ADDR_MAX];
