@@ -25,6 +25,7 @@
 #include "agent/observe/observe.h"
 #include "agent/isolate/cgroup.h"
 #include "agent/isolate/instances.h"
+#include "agent/isolate/privs.h"
 #include "agent/isolate/records.h"
 #include "agent/isolate/recover.h"
 #include "agent/session/procs.h"
@@ -797,6 +798,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	/* execs, denials and self-test results also go to `boxkitectl events` */
 	log_set_tap(bk_events_wants, bk_events_publish);
+	/* first, while this is the only thread: every later one, and every
+	 * exec child, copies its empty bounding set (privs.h) */
+	if ((r = bk_privs_hand_over()) < 0)
+		log_warnf("privileges", "cannot empty the agent's bounding set at start (%s): each exec child empties its own",
+			  strerror(-r));
 	sigset_t ss;
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGTERM);

@@ -5,6 +5,7 @@
 #include "lib/err.h"
 #include "lib/util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/magic.h>
@@ -64,19 +65,79 @@ int bk_privs_readback(uid_t uid, gid_t gid)
 	return 1;
 }
 
+bool bk_privs_bset_empty;
+
+/* Threads of this process (the entries of /proc/self/task), or -errno. */
+static int thread_count(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -errno;
+	int n = 0;
+	for (struct dirent *de; (de = readdir(d));)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+int bk_privs_hand_over(void)
+{
+	int nt = thread_count();
+	if (nt != 1)
+		return nt < 0 ? nt : -EBUSY;
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &hdr, d) < 0)
+		return -errno;
+	/* inheritable: what is permitted and bounded now (capset refuses
+	 * more), the helper's root execve gets it back as permitted */
+	uint64_t bnd = 0;
+	for (int cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1)
+			bnd |= 1ull << cap;
+	uint64_t inh = (((uint64_t)d[1].permitted << 32) | d[0].permitted) & bnd;
+	d[0].inheritable = (uint32_t)inh;
+	d[1].inheritable = (uint32_t)(inh >> 32);
+	if (syscall(SYS_capset, &hdr, d) < 0)
+		return -errno;
+	for (int cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return -errno;
+	/* the kernel's word, for this thread, which every later one copies */
+	char buf[8192];
+	size_t len;
+	struct bk_proc_status ps;
+	if (bk_self_status(buf, sizeof(buf), &len) < 0 || bk_proc_status_parse(buf, len, &ps) < 0)
+		return -EIO;
+	if (ps.cap_bnd != 0 || ps.cap_inh != inh)
+		return -EPERM;
+	bk_privs_bset_empty = true;
+	return 0;
+}
+
 int bk_privs_drop(uid_t uid, gid_t gid, int cap_last)
 {
 	if (uid == 0 || gid == 0)
 		return -EPERM;
 	if (cap_last < 0 || cap_last > 63)
 		cap_last = 63;
-	for (int cap = 0; cap <= cap_last; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-			return -errno;
+	if (!bk_privs_bset_empty)
+		for (int cap = 0; cap <= cap_last; cap++)
+			if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+				return -errno;
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
 		return -errno;
 	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 ||
 	    syscall(SYS_setresuid, uid, uid, uid) < 0)
+		return -errno;
+	/* the uid change cleared the permitted and effective sets; the
+	 * inheritable one stays, and the agent's threads hold theirs there
+	 * (bk_privs_hand_over): a file's inheritable capabilities would
+	 * give them back at execve */
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct none[2] = { { 0 } };
+	if (syscall(SYS_capset, &hdr, none) < 0)
 		return -errno;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
@@ -96,7 +157,6 @@ int bk_privs_drop(uid_t uid, gid_t gid, int cap_last)
 		return ng < 0 ? -errno : -EPERM;
 	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
 		return -EPERM;
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
 	struct __user_cap_data_struct data[2];
 	if (syscall(SYS_capget, &hdr, data) < 0)
 		return -errno;

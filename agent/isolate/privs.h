@@ -4,9 +4,11 @@
  * child, its monitor, the file helper — goes through this routine and no
  * other, so the rules exist once:
  *   - root is refused: boxkite only ever acts as a non-root sandbox user;
- *   - bounding set emptied (cap 0..cap_last), ambient set cleared;
+ *   - bounding set emptied (cap 0..cap_last; already empty in a process
+ *     cloned from the agent after bk_privs_hand_over), ambient set cleared;
  *   - supplementary groups cleared, then gid, then uid set (real, effective
- *     and saved), each read back from the kernel;
+ *     and saved), each read back from the kernel; the inheritable set
+ *     cleared;
  *   - no_new_privs set (execve can never gain a privilege again);
  *   - not dumpable (no other process of the same uid may ptrace or read
  *     /proc of this one until it execs);
@@ -21,9 +23,26 @@
  * Async-signal-safe: no allocation, no locks (it runs between clone and
  * execve). Returns 0, or -errno (-EPERM when a read-back disagrees). */
 #pragma once
+#include <stdbool.h>
 #include <sys/types.h>
 
 int bk_privs_drop(uid_t uid, gid_t gid, int cap_last);
+
+/* The agent's own bounding set emptied, once at its start while it has one
+ * thread (every later thread copies that thread's credentials, and every
+ * process cloned from one of them), its capabilities kept in its
+ * inheritable set instead. An exec child then has no bounding set left to
+ * drop: 41 PR_CAPBSET_DROP calls, each a new set of credentials, cost
+ * about 90 us here. A root execve gets bounding | inheritable as
+ * permitted, so the file helper (channel.c) still starts with what it
+ * needs; bk_privs_drop clears the inheritable set of whatever it
+ * de-privileges. Read back from the thread's status. 0 (and
+ * bk_privs_bset_empty set), or -errno: -EBUSY when a second thread exists
+ * already; then the bounding set may be as it was or partly emptied, and
+ * bk_privs_drop empties it in each child as before. */
+int bk_privs_hand_over(void);
+/* Set by bk_privs_hand_over: this process's threads have no bounding set. */
+extern bool bk_privs_bset_empty;
 
 /* The drop read back in one look at what the kernel shows of this thread
  * (its status: ids, groups, all five capability sets, no_new_privs): 1 if

@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/mount.h>
@@ -201,6 +202,83 @@ static int noproc_child(void)
 
 static void drop_without_procfs(void **state) { in_child(noproc_child); }
 
+/* The agent's start (bk_privs_hand_over): its bounding set emptied and its
+ * capabilities kept as inheritable. A process cloned after it still drops
+ * to nothing, the inheritable set included (bk_privs_drop's capset); a
+ * root execve (the file helper's) still gets its capabilities back. */
+static uint64_t status_hex(const char *key)
+{
+	char v[64];
+	uint64_t x = ~0ull;
+	if (status_field(key, v, sizeof(v)))
+		x = strtoull(v, NULL, 16);
+	return x;
+}
+
+static int root_exec_caps(uint64_t want)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		return 1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		execl("/bin/grep", "grep", "^CapEff:", "/proc/self/status", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	char buf[256] = "";
+	ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+	close(p[0]);
+	int st = 0;
+	waitpid(pid, &st, 0);
+	if (n <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return 2;
+	buf[n] = '\0';
+	char *t = strchr(buf, '\t');
+	return t && strtoull(t + 1, NULL, 16) == want ? 0 : 3;
+}
+
+static int hand_over_child(void)
+{
+	uint64_t prm = status_hex("CapPrm");
+	if (prm == 0 || status_hex("CapBnd") == 0)
+		return 1; /* (root with its capabilities: the case to see) */
+	if (bk_privs_hand_over() != 0 || !bk_privs_bset_empty)
+		return 2;
+	if (status_hex("CapBnd") != 0 || status_hex("CapInh") != prm || status_hex("CapPrm") != prm)
+		return 3;
+	if (run_child(1000, 1000) != P_OK)
+		return 4;
+	if (root_exec_caps(prm) != 0)
+		return 5;
+	return 0;
+}
+
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	pause();
+	return NULL;
+}
+
+static int hand_over_threaded_child(void)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, sleeper, NULL) != 0)
+		return 1;
+	uint64_t bnd = status_hex("CapBnd");
+	if (bk_privs_hand_over() != -EBUSY || bk_privs_bset_empty)
+		return 2;
+	return status_hex("CapBnd") == bnd && status_hex("CapInh") == 0 ? 0 : 3;
+}
+
+static void hand_over(void **state)
+{
+	in_child(hand_over_child);
+	in_child(hand_over_threaded_child);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -208,6 +286,7 @@ int main(void)
 		cmocka_unit_test(refuses_root),
 		cmocka_unit_test(readback_sees_what_is_left),
 		cmocka_unit_test(drop_without_procfs),
+		cmocka_unit_test(hand_over),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
