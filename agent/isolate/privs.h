@@ -38,8 +38,9 @@ int bk_privs_drop(uid_t uid, gid_t gid, int cap_last);
  * needs; bk_privs_drop clears the inheritable set of whatever it
  * de-privileges. Read back from the thread's status. 0 (and
  * bk_privs_bset_empty set), or -errno: -EBUSY when a second thread exists
- * already; then the bounding set may be as it was or partly emptied, and
- * bk_privs_drop empties it in each child as before. */
+ * already (nothing changed); after another error the bounding set may be
+ * partly emptied. Either way bk_privs_drop then empties it in each child,
+ * as before. */
 int bk_privs_hand_over(void);
 /* Set by bk_privs_hand_over: this process's threads have no bounding set. */
 extern bool bk_privs_bset_empty;
