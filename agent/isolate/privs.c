@@ -87,7 +87,8 @@ int bk_privs_hand_over(void)
 	if (nt != 1)
 		return nt < 0 ? nt : -EBUSY;
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-	struct __user_cap_data_struct d[2];
+	/* (zeroed: valgrind takes capget to fill only the first of the two) */
+	struct __user_cap_data_struct d[2] = { { 0 } };
 	if (syscall(SYS_capget, &hdr, d) < 0)
 		return -errno;
 	/* inheritable: what is permitted and bounded now (capset refuses
