@@ -47,14 +47,21 @@ int bk_proc_read(const char *path, char *buf, size_t cap, size_t *len)
 
 int bk_self_status(char *buf, size_t cap, size_t *len) { return bk_proc_read("/proc/thread-self/status", buf, cap, len); }
 
+/* This thread's status, parsed (no allocation): 0 or -errno. */
+static int self_status_parsed(struct bk_proc_status *ps)
+{
+	char buf[8192];
+	size_t len;
+	int r = bk_self_status(buf, sizeof(buf), &len);
+	return r < 0 ? r : bk_proc_status_parse(buf, len, ps);
+}
+
 /* One read costs ~11 us on this machine type; the 82 prctl calls it
  * replaces ~80 us. */
 int bk_privs_readback(uid_t uid, gid_t gid)
 {
-	char buf[8192];
-	size_t len;
 	struct bk_proc_status ps;
-	if (bk_self_status(buf, sizeof(buf), &len) < 0 || bk_proc_status_parse(buf, len, &ps) < 0)
+	if (self_status_parsed(&ps) < 0)
 		return 0;
 	for (int i = 0; i < 4; i++)
 		if (ps.uid[i] != (int64_t)uid || ps.gid[i] != (int64_t)gid)
@@ -86,30 +93,26 @@ int bk_privs_hand_over(void)
 	int nt = thread_count();
 	if (nt != 1)
 		return nt < 0 ? nt : -EBUSY;
+	/* the sets as the kernel holds them; inheritable: what is permitted
+	 * and bounded now (capset refuses more), which the helper's root
+	 * execve gets back as permitted */
+	struct bk_proc_status ps;
+	if (self_status_parsed(&ps) < 0)
+		return -EIO;
+	uint64_t inh = ps.cap_prm & ps.cap_bnd;
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-	/* (zeroed: valgrind takes capget to fill only the first of the two) */
-	struct __user_cap_data_struct d[2] = { { 0 } };
-	if (syscall(SYS_capget, &hdr, d) < 0)
-		return -errno;
-	/* inheritable: what is permitted and bounded now (capset refuses
-	 * more), the helper's root execve gets it back as permitted */
-	uint64_t bnd = 0;
-	for (int cap = 0; cap <= 63; cap++)
-		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1)
-			bnd |= 1ull << cap;
-	uint64_t inh = (((uint64_t)d[1].permitted << 32) | d[0].permitted) & bnd;
-	d[0].inheritable = (uint32_t)inh;
-	d[1].inheritable = (uint32_t)(inh >> 32);
+	struct __user_cap_data_struct d[2];
+	for (int i = 0; i < 2; i++)
+		d[i] = (struct __user_cap_data_struct){ .effective = (uint32_t)(ps.cap_eff >> (32 * i)),
+							.permitted = (uint32_t)(ps.cap_prm >> (32 * i)),
+							.inheritable = (uint32_t)(inh >> (32 * i)) };
 	if (syscall(SYS_capset, &hdr, d) < 0)
 		return -errno;
 	for (int cap = 0; cap <= 63; cap++)
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
 			return -errno;
 	/* the kernel's word, for this thread, which every later one copies */
-	char buf[8192];
-	size_t len;
-	struct bk_proc_status ps;
-	if (bk_self_status(buf, sizeof(buf), &len) < 0 || bk_proc_status_parse(buf, len, &ps) < 0)
+	if (self_status_parsed(&ps) < 0)
 		return -EIO;
 	if (ps.cap_bnd != 0 || ps.cap_inh != inh)
 		return -EPERM;
