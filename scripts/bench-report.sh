@@ -104,9 +104,7 @@ fi
 	echo "- kernel: $kernel"
 	echo "- cores: $cores (${cpu:-unknown CPU}), memory $mem"
 	echo "- cgroup layout: $layout"
-	# a guest kernel of some hosts packs threads on fewer vCPUs: a woken
-	# thread may wait behind its waker while the other vCPU idles, which
-	# the latency ratios feel (docs/performance.md, this machine's scheduler)
+	# (a sysctl of some hosts' guest kernels; the latency ratios feel it)
 	if [ -r /proc/sys/kernel/sched_vcpu_pack ]; then
 		echo "- scheduler: kernel.sched_vcpu_pack = $(cat /proc/sys/kernel/sched_vcpu_pack) (this guest kernel packs threads on fewer vCPUs; see docs/performance.md)"
 	fi
