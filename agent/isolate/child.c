@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -94,6 +95,17 @@ struct child_args {
 	uint64_t step_t0;         /* ... since */
 	struct child_msg ready;   /* the "ready" report, filled as the steps go */
 	const char *what;         /* the failing step's sentence */
+};
+
+/* What the exec child reads of the agent's memory, kept until it no longer
+ * shares it (spawn_child): its arguments, its /proc masks, its argv; for a
+ * child beside the agent (spawn_direct), its stack and its donor. */
+struct spawn_mem {
+	struct child_args ca;
+	struct proc_masks masks;
+	char *argv[4];
+	char *stack;
+	struct tls_donor *donor;
 };
 
 /* ---- the child: only async-signal-safe work from here on ------------------- */
@@ -783,11 +795,30 @@ static int status_readback(struct exec_ctx *x, pid_t pid, int child_mode)
 	return 0;
 }
 
-/* The child's report: "ready" (then EOF at execve) or the failed step. */
-static int wait_report(struct exec_ctx *x, int info_fd, pid_t pid)
+/* A child beside this thread (spawn_direct): how long this thread leaves it
+ * before it reads the report, unless the command ends or writes first. */
+#define BK_REPORT_DEFER_MS 5
+
+/* The child's report: "ready" (then EOF at execve) or the failed step.
+ * beside: the child runs beside this thread (spawn_direct with a donor):
+ * this thread is not woken at its execve to read the report, only when
+ * the command has ended, written, or run BK_REPORT_DEFER_MS. A short
+ * command then runs without this thread taking a CPU from it; its output
+ * is read only after the report and the read-back of its status, as
+ * before. */
+static int wait_report(struct exec_ctx *x, int info_fd, pid_t pid, bool beside)
 {
 	struct child_msg m, last = { 0 };
-	uint64_t t_eof = 0;
+	uint64_t t_eof = 0, t_look = 0;
+	if (beside && x->pty_sock < 0 && x->out_fd >= 0 && x->err_fd >= 0) {
+		struct pollfd pf[3] = {
+			{ .fd = x->pidfd, .events = POLLIN },
+			{ .fd = x->out_fd, .events = POLLIN },
+			{ .fd = x->err_fd, .events = POLLIN },
+		};
+		(void)poll(pf, 3, BK_REPORT_DEFER_MS);
+		t_look = mono_ns();
+	}
 	for (;;) {
 		struct pollfd pf = { .fd = info_fd, .events = POLLIN };
 		int pr = poll(&pf, 1, 10000);
@@ -828,8 +859,16 @@ static int wait_report(struct exec_ctx *x, int info_fd, pid_t pid)
 			x->res->t_us[k] += (last.t_ns[k] + 500) / 1000;
 	if (last.t_start > x->t_clone)
 		x->res->t_us[BK_PH_CLONE] += (uint32_t)((last.t_start - x->t_clone + 500) / 1000);
-	if (t_eof > last.t_ready && last.t_ready)
-		x->res->t_us[BK_PH_REPORT] = (uint32_t)((t_eof - last.t_ready + 500) / 1000);
+	/* a deferred read: the command's time since its execve until this
+	 * thread looked is the run's (bk_exec_run moves it there), not the
+	 * report's */
+	uint64_t t_had = last.t_ready;
+	if (t_look > last.t_ready && last.t_ready) {
+		x->ran_before_us = (uint32_t)((t_look - last.t_ready + 500) / 1000);
+		t_had = t_look;
+	}
+	if (t_eof > t_had && t_had)
+		x->res->t_us[BK_PH_REPORT] = (uint32_t)((t_eof - t_had + 500) / 1000);
 	int r = status_readback(x, pid, last.seccomp_mode);
 	if (r < 0) {
 		x->res->killed_after_start = true;
@@ -885,19 +924,100 @@ static void stack_put(char *st)
 		munmap(st, BK_STACK_SIZE + 4096);
 }
 
+/* Thread-local storage for children that run beside the agent. A child
+ * born sharing the agent's memory runs glibc's code (errno, the cancel
+ * state, malloc's per-thread cache: the thread pointer's block). Held by
+ * CLONE_VFORK, it can use the block of the thread that cloned it, which
+ * waits. Not held, it must have a block no running thread uses: glibc has
+ * no way to make one, so it takes a thread's that never runs again, a
+ * donor. A donor is a thread of the agent (boxkite-tls) parked for good,
+ * every signal blocked, in a raw pause() that touches no memory; it lends
+ * its block to one child at a time, from the clone until the child no
+ * longer uses the agent's memory (its execve or its end: the report
+ * pipe's EOF, or its reap). The pool grows to the number of children in
+ * setup at once, and its threads stay. */
+struct tls_donor {
+	uint64_t tp; /* its thread pointer: what CLONE_SETTLS sets */
+	atomic_int parked;
+	struct tls_donor *next;
+};
+static struct tls_donor *donors; /* free, under stacks_lock */
+
+static void *donor_main(void *arg)
+{
+	struct tls_donor *d = arg;
+	d->tp = (uint64_t)(uintptr_t)__builtin_thread_pointer();
+	atomic_store_explicit(&d->parked, 1, memory_order_release);
+	for (;;) {
+		long r;
+		__asm__ volatile("syscall" : "=a"(r) : "0"((long)SYS_pause) : "rcx", "r11", "memory");
+	}
+	return NULL;
+}
+
+/* A parked donor, or NULL (a thread could not be made: the caller's child
+ * then holds this thread, CLONE_VFORK) */
+static struct tls_donor *donor_get(void)
+{
+	pthread_mutex_lock(&stacks_lock);
+	struct tls_donor *d = donors;
+	if (d)
+		donors = d->next;
+	pthread_mutex_unlock(&stacks_lock);
+	if (d)
+		return d;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, 64u << 10);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_t t;
+	int r = pthread_create(&t, &at, donor_main, d);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
+	if (r != 0) {
+		free(d);
+		return NULL;
+	}
+	pthread_setname_np(t, "boxkite-tls");
+	/* its block is lent only once the thread is in its pause */
+	while (!atomic_load_explicit(&d->parked, memory_order_acquire))
+		sched_yield();
+	return d;
+}
+
+static void donor_put(struct tls_donor *d)
+{
+	pthread_mutex_lock(&stacks_lock);
+	d->next = donors;
+	donors = d;
+	pthread_mutex_unlock(&stacks_lock);
+}
+
 /* An exec made on request: its child is the command itself, born sharing
- * the agent's memory (CLONE_VM, as posix_spawn does) while this thread
- * waits (CLONE_VFORK) for its execve or its end, as the init of a pid
+ * the agent's memory (CLONE_VM, as posix_spawn does), as the init of a pid
  * namespace of its own (CLONE_NEWPID), below the agent's: a pid namespace
  * can be made only below the maker's own. No copy of the agent's memory is
  * made, none is written to behind the agent, and no monitor stays: the
- * agent is its parent. The child's pid, or -errno. */
-static long spawn_direct(struct clone_args *args, struct child_args *ca)
+ * agent is its parent. The child runs on a donor's thread-local storage
+ * (above), beside this thread, which is not woken at its execve; m keeps
+ * its stack and donor until then (spawn_release). Without a donor, this
+ * thread waits (CLONE_VFORK) for its execve or its end, as posix_spawn
+ * does. The child's pid, or -errno. */
+static long spawn_direct(struct clone_args *args, struct child_args *ca, struct spawn_mem *m)
 {
 	char *stack = stack_get();
 	if (!stack)
 		return -ENOMEM;
-	args->flags |= CLONE_VM | CLONE_VFORK | CLONE_NEWPID;
+	/* testing.fault "tls_donor": none (the CLONE_VFORK way) */
+	m->donor = ca->fault && streq(ca->fault, "tls_donor") ? NULL : donor_get();
+	args->flags |= CLONE_VM | CLONE_NEWPID | (m->donor ? CLONE_SETTLS : CLONE_VFORK);
+	args->tls = m->donor ? m->donor->tp : 0;
 	args->stack = (uint64_t)(uintptr_t)stack + 4096;
 	args->stack_size = BK_STACK_SIZE;
 	/* nothing of the agent's (its handlers) may run on the child's stack
@@ -907,24 +1027,54 @@ static long spawn_direct(struct clone_args *args, struct child_args *ca)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	long pid = bk_clone3_fn(args, direct_entry, ca);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid > 0 && m->donor) {
+		m->stack = stack;
+		return pid;
+	}
 	stack_put(stack);
+	if (m->donor)
+		donor_put(steal_ptr(&m->donor));
 	return pid;
+}
+
+static void spawn_release(struct spawn_mem *m)
+{
+	if (m->stack)
+		stack_put(m->stack);
+	if (m->donor)
+		donor_put(m->donor);
+	free(m);
 }
 #else
 /* glibc has no clone3 that takes a function: elsewhere every exec child is
  * a copy of the agent that stays as its command's monitor */
-static long spawn_direct(struct clone_args *args, struct child_args *ca)
+static long spawn_direct(struct clone_args *args, struct child_args *ca, struct spawn_mem *m)
 {
-	(void)args, (void)ca, (void)direct_entry;
+	(void)args, (void)ca, (void)m, (void)direct_entry;
 	return -ENOSYS;
 }
+
+static void spawn_release(struct spawn_mem *m)
+{
+	free(m);
+}
 #endif
+
+static void spawn_releasep(struct spawn_mem **m)
+{
+	if (*m)
+		spawn_release(*m);
+}
 
 /* clone3 the exec child into the exec cgroup, in the sandbox container's
  * pid namespace. go_child: a warm slot's end of its go socket (-1: the
  * command is given now, from x->req). Leaves x->pidfd, x->out_fd,
- * x->err_fd; *info_rd: the child's report pipe; *pid_out: its pid. */
-static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t *pid_out)
+ * x->err_fd; *info_rd: the child's report pipe; *pid_out: its pid;
+ * *beside: for a child that runs beside this thread in the agent's memory
+ * (spawn_direct), what it uses there, for spawn_release once it no longer
+ * does (else NULL). */
+static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t *pid_out,
+		       struct spawn_mem **beside)
 {
 	struct bk_engine *e = x->e;
 	const struct bk_exec_req *req = x->req;
@@ -942,35 +1092,37 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 	}
 	if (pipe_pair(&info_rd, &info_wr) < 0)
 		return bk_fail(&x->err, -errno, "exec", "cannot create pipes: %s", strerror(errno));
-	char *argv[] = { "sh", "-c", (char *)req->command, NULL };
-	_cleanup_free_ struct proc_masks *masks = malloc(sizeof(*masks));
-	if (!masks)
+	_cleanup_(spawn_releasep) struct spawn_mem *m = calloc(1, sizeof(*m));
+	if (!m)
 		return bk_fail(&x->err, -ENOMEM, "container", "no memory for the container's /proc masks");
-	int mr = bk_proc_masks_get(x->pod, masks, &x->err);
+	int mr = bk_proc_masks_get(x->pod, &m->masks, &x->err);
 	if (mr < 0)
 		return mr;
-	struct child_args ca = {
+	char **argv = m->argv;
+	argv[0] = "sh", argv[1] = "-c", argv[2] = (char *)req->command, argv[3] = NULL;
+	struct child_args *a = &m->ca;
+	*a = (struct child_args){
 		.info_fd = info_wr, .out_fd = out_wr, .err_fd = err_wr, .go_fd = go_child,
 		.devnull = req->stdin_fd > 0 ? req->stdin_fd : e->devnull,
 		.pty_sock = pty_child, .pty_rows = req->pty_rows, .pty_cols = req->pty_cols,
 		.pidfd = x->pod->sandbox_pidfd, .n_v1 = x->cg.n_v1,
 		.fresh_netns = x->fresh_netns, .netns_fd = x->netns_fd, .landlock_fd = x->landlock_fd,
-		.seccomp = x->cfg->layer_seccomp ? &e->seccomp : NULL, .masks = masks,
+		.seccomp = x->cfg->layer_seccomp ? &e->seccomp : NULL, .masks = &m->masks,
 		.cap_last = e->cap_last, .fault = x->cfg->fault[0] ? x->cfg->fault : NULL,
 		.uid = x->pod->uid, .gid = x->pod->gid, .cwd = req->cwd ? req->cwd : "/workspace",
 		.argv = argv, .envp = req->env,
 	};
 	for (int i = 0; i < x->cg.n_v1; i++) {
-		ca.v1_procs[i] = x->cg.v1[i].procs_fd;
-		ca.v1_err[i] = x->cg.v1[i].join_err;
+		a->v1_procs[i] = x->cg.v1[i].procs_fd;
+		a->v1_err[i] = x->cg.v1[i].join_err;
 	}
 	/* made on request: the command itself (spawn_direct); a warm slot
 	 * parks for seconds and cannot hold this thread: its child is a copy
 	 * of the agent and stays as its command's monitor (enter_pidns) */
-	ca.direct = BK_SPAWN_DIRECT && go_child < 0;
+	a->direct = BK_SPAWN_DIRECT && go_child < 0;
 	/* The monitor is born in the container's pid namespace: the thread's
 	 * pid_for_children is switched for this clone only. */
-	if (!ca.direct && setns(x->pod->sandbox_pidfd, CLONE_NEWPID) < 0)
+	if (!a->direct && setns(x->pod->sandbox_pidfd, CLONE_NEWPID) < 0)
 		return bk_fail(&x->err, -errno, NULL, "cannot enter the sandbox container's pid namespace: %s",
 			       strerror(errno));
 	int pidfd = -1;
@@ -983,18 +1135,18 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 	};
 	long pid;
 	int clone_errno;
-	if (ca.direct) {
-		pid = spawn_direct(&args, &ca);
+	if (a->direct) {
+		pid = spawn_direct(&args, a, m);
 		clone_errno = pid < 0 ? (int)-pid : 0;
 		x->direct = true;
 	} else {
 		pid = syscall(SYS_clone3, &args, sizeof(args));
 		clone_errno = errno;
 		if (pid == 0)
-			child_main(&ca);
+			child_main(a);
 	}
 	spawned(x);
-	if (!ca.direct && setns(e->self_pidns, CLONE_NEWPID) < 0) {
+	if (!a->direct && setns(e->self_pidns, CLONE_NEWPID) < 0) {
 		/* cannot happen for our own namespace; never spawn from a
 		 * thread whose pid_for_children is wrong */
 		log_errorf("pidns_restore", "cannot return to the agent's pid namespace: %s", strerror(errno));
@@ -1014,6 +1166,7 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 		close(steal_fd(&pty_child));
 	*info_rd_out = steal_fd(&info_rd);
 	*pid_out = (pid_t)pid;
+	*beside = m->stack ? steal_ptr(&m) : NULL;
 	return 0;
 }
 
@@ -1021,12 +1174,17 @@ int bk_step_spawn(struct exec_ctx *x)
 {
 	_cleanup_close_ int info_rd = -1;
 	pid_t pid;
-	int r = spawn_child(x, -1, &info_rd, &pid);
+	struct spawn_mem *beside;
+	int r = spawn_child(x, -1, &info_rd, &pid, &beside);
 	if (r < 0)
 		return r;
 	if (x->watched)
 		bk_filter_watch_pid(x->e, x->res, pid);
-	r = wait_report(x, info_rd, pid);
+	r = wait_report(x, info_rd, pid, beside != NULL);
+	/* the child has left the agent's memory: the report's EOF (its execve
+	 * or its end), or wait_report reaped it */
+	if (beside)
+		spawn_release(beside);
 	if (r == 0 && x->pty_sock >= 0) {
 		/* sent before the child's "ready" report */
 		int m = bk_pty_recv_master(x->pty_sock);
@@ -1052,7 +1210,8 @@ int bk_step_park(struct exec_ctx *x)
 	_cleanup_close_ int go_child = sv[1], info_rd = -1;
 	x->go_fd = sv[0];
 	pid_t pid;
-	int r = spawn_child(x, go_child, &info_rd, &pid);
+	struct spawn_mem *beside; /* (a parked child is a copy: never beside) */
+	int r = spawn_child(x, go_child, &info_rd, &pid, &beside);
 	if (r < 0)
 		return r;
 	close(steal_fd(&go_child));
@@ -1162,7 +1321,7 @@ int bk_step_go(struct exec_ctx *x)
 	}
 	if (x->watched)
 		bk_filter_watch_pid(x->e, x->res, x->park_pid);
-	r = wait_report(x, x->info_fd, x->park_pid);
+	r = wait_report(x, x->info_fd, x->park_pid, false);
 	close(steal_fd(&x->info_fd));
 	if (r == 0)
 		log_started(x);

@@ -703,6 +703,10 @@ int bk_exec_run(struct bk_engine *e, const struct bk_pod *pod, const struct bk_e
 		uint64_t t = now_ns();
 		run_command(&x);
 		res->t_us[BK_PH_RUN] = (uint32_t)((now_ns() - t) / 1000) - res->t_us[BK_PH_RECEIPT];
+		/* (within the step's time: never more) */
+		uint32_t ran = x.ran_before_us < res->t_us[BK_PH_SPAWN] ? x.ran_before_us : res->t_us[BK_PH_SPAWN];
+		res->t_us[BK_PH_SPAWN] -= ran;
+		res->t_us[BK_PH_RUN] += ran;
 	}
 	teardown(&x);
 	/* the pod's slots made up again once this exec is over: not beside

@@ -50,6 +50,8 @@ struct exec_ctx {
 	int pidfd;                 /* spawn: the exec child */
 	bool direct;               /* spawn: that child is the command (no monitor: child.c) */
 	uint64_t t_clone;          /* spawn: CLOCK_MONOTONIC when clone3 was called */
+	uint32_t ran_before_us;    /* spawn: the command's time since its execve before the agent
+				    * read its report (a deferred read, child.c): the run's */
 	int out_fd, err_fd;        /* spawn: read ends of its stdout and stderr (a terminal: its
 				    * master, and -1) */
 	int pty_sock;              /* spawn: where the child sends its terminal's master (-1) */

@@ -244,6 +244,24 @@ check "fault seccomp_readback: the command was killed (no process left)" test -z
 bk_stop_agent; bk_start_agent
 check "nothing left after the faults" test -z "$(exec_cgroups_left)"
 
+# --- the exec child runs beside the agent's thread (child.c, spawn_direct) ---------------
+# on the thread-local storage of a donor thread (boxkite-tls) that never
+# runs again: parked in pause(2), every signal it can block blocked
+tls_threads() { for t in /proc/"$AGENT_PID"/task/*; do [ "$(cat "$t/comm" 2>/dev/null)" = boxkite-tls ] && echo "${t##*/}"; done; }
+bk_exec ex1 -- sh -c 'echo beside'
+donor=$(tls_threads | head -1)
+check "an exec's child took a donor's thread-local storage: a boxkite-tls thread (${donor:-none})" test -n "$donor"
+check "the donor is parked in pause (syscall $(cut -d' ' -f1 /proc/$AGENT_PID/task/${donor:-0}/syscall 2>/dev/null)), every signal blocked but SIGKILL, SIGSTOP and glibc's two" \
+	sh -c "test \"\$(cut -d' ' -f1 /proc/$AGENT_PID/task/${donor:-0}/syscall)\" = 34 && grep -q '^SigBlk:[[:space:]]*fffffffe7ffbfeff\$' /proc/$AGENT_PID/task/${donor:-0}/status"
+check "the exec beside the agent: its output exact" test "$(j .exit_code) $(j .stdout)" = "0 beside"
+# without a donor the child holds the spawning thread (CLONE_VFORK) as before
+bk_stop_agent; bk_start_agent '{"testing":{"allow_unsafe":true,"fault":"tls_donor"}}'
+bk_exec ex1 -- sh -c 'echo held; echo err >&2; exit 4'
+check "fault tls_donor: the exec runs held by CLONE_VFORK, output and exit code exact" \
+	test "$(j .exit_code) $(j .stdout) $(j .stderr)" = "4 held err"
+check "fault tls_donor: no donor thread was made ($(tls_threads | wc -l))" test -z "$(tls_threads)"
+bk_stop_agent; bk_start_agent
+
 # --- boxkitectl exec --stream (issue 18): output as written, bytes exact, exit code ----------
 ctl exec ex1 --stream -- sh -c 'echo out1; echo err1 >&2; printf "\\377\\000x"; exit 3' >"$T/so" 2>"$T/se"; rc=$?
 check "exec --stream: stdout bytes exact, stderr apart, exit code relayed ($rc)" \
