@@ -934,8 +934,8 @@ static void stack_put(char *st)
  * every signal blocked, in a raw pause() that touches no memory; it lends
  * its block to one child at a time, from the clone until the child no
  * longer uses the agent's memory (its execve or its end: the report
- * pipe's EOF, or its reap). The pool grows to the number of children in
- * setup at once, and its threads stay. */
+ * pipe's EOF, or its reap, as the agent sees them). The pool grows to the
+ * most children held so at once, and its threads stay. */
 struct tls_donor {
 	uint64_t tp; /* its thread pointer: what CLONE_SETTLS sets */
 	atomic_int parked;

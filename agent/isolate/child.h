@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The exec child. Born by clone3(CLONE_INTO_CGROUP) in the exec cgroup.
  * Made on request (spawn_direct) it is the command itself: born sharing
- * the agent's memory (CLONE_VM|CLONE_VFORK, as posix_spawn: no copy of
- * it is made) as the init of a pid namespace of its own, below the
- * agent's (a pid namespace can be made only below the maker's own), with
- * the agent as its parent, which ends it when the pod's sandbox goes. A
+ * the agent's memory (CLONE_VM, as posix_spawn: no copy of it is made;
+ * beside the agent's thread on a parked thread's thread-local storage,
+ * or holding that thread, CLONE_VFORK) as the init of a pid namespace of
+ * its own, below the agent's (a pid namespace can be made only below the
+ * maker's own), with the agent as its parent, which ends it when the
+ * pod's sandbox goes. A
  * warm slot's child parks for seconds and cannot share the agent's memory:
  * it is a copy of the agent, born in the sandbox container's pid
  * namespace, which makes the command's below the container's and stays as
