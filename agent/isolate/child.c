@@ -17,6 +17,7 @@
 #include "lib/util.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <poll.h>
@@ -816,7 +817,10 @@ static int wait_report(struct exec_ctx *x, int info_fd, pid_t pid, bool beside)
 			{ .fd = x->out_fd, .events = POLLIN },
 			{ .fd = x->err_fd, .events = POLLIN },
 		};
-		(void)poll(pf, 3, BK_REPORT_DEFER_MS);
+		/* testing.fault "report_late": 3 s, the children held so long
+		 * (their donors with them) */
+		bool late = x->cfg->fault[0] && streq(x->cfg->fault, "report_late");
+		(void)poll(pf, 3, late ? 3000 : BK_REPORT_DEFER_MS);
 		t_look = mono_ns();
 	}
 	for (;;) {
@@ -926,32 +930,45 @@ static void stack_put(char *st)
 
 /* Thread-local storage for children that run beside the agent. A child
  * born sharing the agent's memory runs glibc's code (errno, the cancel
- * state, malloc's per-thread cache: the thread pointer's block). Held by
- * CLONE_VFORK, it can use the block of the thread that cloned it, which
- * waits. Not held, it must have a block no running thread uses: glibc has
- * no way to make one, so it takes a thread's that never runs again, a
- * donor. A donor is a thread of the agent (boxkite-tls) parked for good,
- * every signal blocked, in a raw pause() that touches no memory; it lends
- * its block to one child at a time, from the clone until the child no
- * longer uses the agent's memory (its execve or its end: the report
- * pipe's EOF, or its reap, as the agent sees them). The pool grows to the
- * most children held so at once, and its threads stay. */
+ * state: the thread pointer's block). Held by CLONE_VFORK, it can use the
+ * block of the thread that cloned it, which waits. Not held, it must have
+ * a block no running thread uses: glibc has no way to make one, so it
+ * takes a thread's that does not run meanwhile, a donor. A donor is a
+ * thread of the agent (boxkite-tls) parked, every signal blocked, in a raw
+ * futex wait that touches no memory of its block; it lends its block to
+ * one child at a time, from the clone until the child no longer uses the
+ * agent's memory (its execve or its end: the report pipe's EOF, or its
+ * reap, as the agent sees them). Up to BK_DONORS_KEEP wait for the next
+ * child; one more, given back, is woken to end. */
+#define BK_DONORS_KEEP 4
 struct tls_donor {
 	uint64_t tp; /* its thread pointer: what CLONE_SETTLS sets */
 	atomic_int parked;
+	atomic_int end; /* never lent again: it may run (and end) */
 	struct tls_donor *next;
 };
 static struct tls_donor *donors; /* free, under stacks_lock */
+static int n_donors;
+
+static long raw_futex(atomic_int *w, long op, long val)
+{
+	long r;
+	register long r10 __asm__("r10") = 0; /* no timeout */
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "0"((long)SYS_futex), "D"(w), "S"(op), "d"(val), "r"(r10)
+			 : "rcx", "r11", "memory");
+	return r;
+}
 
 static void *donor_main(void *arg)
 {
 	struct tls_donor *d = arg;
 	d->tp = (uint64_t)(uintptr_t)__builtin_thread_pointer();
 	atomic_store_explicit(&d->parked, 1, memory_order_release);
-	for (;;) {
-		long r;
-		__asm__ volatile("syscall" : "=a"(r) : "0"((long)SYS_pause) : "rcx", "r11", "memory");
-	}
+	while (!atomic_load_explicit(&d->end, memory_order_acquire))
+		raw_futex(&d->end, FUTEX_WAIT_PRIVATE, 0);
+	free(d);
 	return NULL;
 }
 
@@ -961,8 +978,10 @@ static struct tls_donor *donor_get(void)
 {
 	pthread_mutex_lock(&stacks_lock);
 	struct tls_donor *d = donors;
-	if (d)
+	if (d) {
 		donors = d->next;
+		n_donors--;
+	}
 	pthread_mutex_unlock(&stacks_lock);
 	if (d)
 		return d;
@@ -985,18 +1004,29 @@ static struct tls_donor *donor_get(void)
 		return NULL;
 	}
 	pthread_setname_np(t, "boxkite-tls");
-	/* its block is lent only once the thread is in its pause */
+	/* its block is lent only once the thread is in its wait */
 	while (!atomic_load_explicit(&d->parked, memory_order_acquire))
 		sched_yield();
 	return d;
 }
 
+/* A donor whose child has left the agent's memory */
 static void donor_put(struct tls_donor *d)
 {
 	pthread_mutex_lock(&stacks_lock);
-	d->next = donors;
-	donors = d;
+	bool keep = n_donors < BK_DONORS_KEEP;
+	if (keep) {
+		d->next = donors;
+		donors = d;
+		n_donors++;
+	}
 	pthread_mutex_unlock(&stacks_lock);
+	if (!keep) {
+		/* (it may have ended and freed d before the wake: a stray wake of
+		 * an address is harmless to any futex user, who checks its word) */
+		atomic_store_explicit(&d->end, 1, memory_order_release);
+		raw_futex(&d->end, FUTEX_WAKE_PRIVATE, 1);
+	}
 }
 
 /* An exec made on request: its child is the command itself, born sharing

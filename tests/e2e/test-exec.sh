@@ -245,14 +245,15 @@ bk_stop_agent; bk_start_agent
 check "nothing left after the faults" test -z "$(exec_cgroups_left)"
 
 # --- the exec child runs beside the agent's thread (child.c, spawn_direct) ---------------
-# on the thread-local storage of a donor thread (boxkite-tls) that never
-# runs again: parked in pause(2), every signal it can block blocked
+# on the thread-local storage of a donor thread (boxkite-tls) that does
+# not run meanwhile: parked in a futex wait, every signal it can block
+# blocked
 tls_threads() { for t in /proc/"$AGENT_PID"/task/*; do [ "$(cat "$t/comm" 2>/dev/null)" = boxkite-tls ] && echo "${t##*/}"; done; }
 bk_exec ex1 -- sh -c 'echo beside'
 donor=$(tls_threads | head -1)
 check "an exec's child took a donor's thread-local storage: a boxkite-tls thread (${donor:-none})" test -n "$donor"
-check "the donor is parked in pause (syscall $(cut -d' ' -f1 /proc/$AGENT_PID/task/${donor:-0}/syscall 2>/dev/null)), every signal blocked but SIGKILL, SIGSTOP and glibc's two" \
-	sh -c "test \"\$(cut -d' ' -f1 /proc/$AGENT_PID/task/${donor:-0}/syscall)\" = 34 && grep -q '^SigBlk:[[:space:]]*fffffffe7ffbfeff\$' /proc/$AGENT_PID/task/${donor:-0}/status"
+check "the donor is parked in futex (syscall $(cut -d' ' -f1 /proc/$AGENT_PID/task/${donor:-0}/syscall 2>/dev/null)), every signal blocked but SIGKILL, SIGSTOP and glibc's two" \
+	sh -c "test \"\$(cut -d' ' -f1 /proc/$AGENT_PID/task/${donor:-0}/syscall)\" = 202 && grep -q '^SigBlk:[[:space:]]*fffffffe7ffbfeff\$' /proc/$AGENT_PID/task/${donor:-0}/status"
 check "the exec beside the agent: its output exact" test "$(j .exit_code) $(j .stdout)" = "0 beside"
 # without a donor the child holds the spawning thread (CLONE_VFORK) as before
 bk_stop_agent; bk_start_agent '{"testing":{"allow_unsafe":true,"fault":"tls_donor"}}'
@@ -260,6 +261,22 @@ bk_exec ex1 -- sh -c 'echo held; echo err >&2; exit 4'
 check "fault tls_donor: the exec runs held by CLONE_VFORK, output and exit code exact" \
 	test "$(j .exit_code) $(j .stdout) $(j .stderr)" = "4 held err"
 check "fault tls_donor: no donor thread was made ($(tls_threads | wc -l))" test -z "$(tls_threads)"
+# six children held at once (their reports read 3 s late) take six
+# donors; four are kept for the next ones, the other two end
+bk_stop_agent; bk_start_agent '{"testing":{"allow_unsafe":true,"fault":"report_late"}}'
+dpids=()
+for i in 1 2 3 4 5 6; do ctl exec ex1 --json -- sh -c "sleep 1.5; echo d$i" > "$T/d$i.json" & dpids+=($!); done
+sleep 1
+held=$(tls_threads | wc -l)
+wait "${dpids[@]}"
+outs=$(for i in 1 2 3 4 5 6; do jq -j .stdout "$T/d$i.json"; done | tr -d '\n')
+check "six execs held at once took six donors ($held), and all six ran ($outs)" \
+	test "$held $outs" = "6 d1d2d3d4d5d6"
+sleep 0.3
+check "  ... then four donors stay, the other two ended ($(tls_threads | wc -l) left)" test "$(tls_threads | wc -l)" = 4
+bk_exec ex1 -- sh -c 'echo after'
+check "  ... and the next exec takes a kept one (output $(j .stdout), $(tls_threads | wc -l) donors)" \
+	test "$(j .stdout) $(tls_threads | wc -l)" = "after 4"
 bk_stop_agent; bk_start_agent
 
 # --- boxkitectl exec --stream (issue 18): output as written, bytes exact, exit code ----------
