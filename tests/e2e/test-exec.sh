@@ -261,19 +261,23 @@ bk_exec ex1 -- sh -c 'echo held; echo err >&2; exit 4'
 check "fault tls_donor: the exec runs held by CLONE_VFORK, output and exit code exact" \
 	test "$(j .exit_code) $(j .stdout) $(j .stderr)" = "4 held err"
 check "fault tls_donor: no donor thread was made ($(tls_threads | wc -l))" test -z "$(tls_threads)"
-# six children held at once (their reports read 3 s late) take six
-# donors; four are kept for the next ones, the other two end
+# six children held at once (their reports read only when the command
+# ends or writes) take six donors; four are kept for the next ones, the
+# other two end
 bk_stop_agent; bk_start_agent '{"testing":{"allow_unsafe":true,"fault":"report_late"}}'
 dpids=()
-for i in 1 2 3 4 5 6; do ctl exec ex1 --json -- sh -c "sleep 1.5; echo d$i" > "$T/d$i.json" & dpids+=($!); done
-sleep 1
+for i in 1 2 3 4 5 6; do ctl exec ex1 --json -- sh -c "sleep 59.0613; echo d$i" > "$T/d$i.json" & dpids+=($!); done
+six_donors() { test "$(tls_threads | wc -l)" -ge 6; }
+wait_for $((5 * TIME_SCALE)) six_donors
 held=$(tls_threads | wc -l)
+pkill -x -f 'sleep 59.0613'
 wait "${dpids[@]}"
 outs=$(for i in 1 2 3 4 5 6; do jq -j .stdout "$T/d$i.json"; done | tr -d '\n')
 check "six execs held at once took six donors ($held), and all six ran ($outs)" \
 	test "$held $outs" = "6 d1d2d3d4d5d6"
-sleep 0.3
-check "  ... then four donors stay, the other two ended ($(tls_threads | wc -l) left)" test "$(tls_threads | wc -l)" = 4
+four_donors() { test "$(tls_threads | wc -l)" = 4; }
+wait_for $((2 * TIME_SCALE)) four_donors
+check "  ... then four donors stay, the other two ended ($(tls_threads | wc -l) left)" four_donors
 bk_exec ex1 -- sh -c 'echo after'
 check "  ... and the next exec takes a kept one (output $(j .stdout), $(tls_threads | wc -l) donors)" \
 	test "$(j .stdout) $(tls_threads | wc -l)" = "after 4"
