@@ -933,61 +933,62 @@ static void stack_put(char *st)
  * state: the thread pointer's block). Held by CLONE_VFORK, it can use the
  * block of the thread that cloned it, which waits. Not held, it must have
  * a block no running thread uses: glibc has no way to make one, so it
- * takes a thread's that does not run meanwhile, a donor. A donor is a
- * thread of the agent (boxkite-tls) parked, every signal blocked, in a raw
+ * takes a thread's that never runs again, a donor. A donor is a thread of
+ * the agent (boxkite-tls) parked for good, every signal blocked, in a raw
  * futex wait that touches no memory of its block; it lends its block to
  * one child at a time, from the clone until the child no longer uses the
  * agent's memory (its execve or its end: the report pipe's EOF, or its
- * reap, as the agent sees them). Up to BK_DONORS_KEEP wait for the next
- * child; one more, given back, is woken to end. */
-#define BK_DONORS_KEEP 4
+ * reap, as the agent sees them). As many are made as the machine has
+ * CPUs, when first needed, and stay: beyond them a child holds its thread.
+ * A child beside its thread gains only while a CPU is free for that thread
+ * (its report is read when the command ends or writes, or after 5 ms: a
+ * command slowed by a busy machine takes a wake-up more); at 16 clients,
+ * a donor for every exec made the execs 1-2% slower. */
 struct tls_donor {
 	uint64_t tp; /* its thread pointer: what CLONE_SETTLS sets */
 	atomic_int parked;
-	atomic_int end; /* never lent again: it may run (and end) */
 	struct tls_donor *next;
 };
 static struct tls_donor *donors; /* free, under stacks_lock */
-static int n_donors;
-
-static long raw_futex(atomic_int *w, long op, long val)
-{
-	long r;
-	register long r10 __asm__("r10") = 0; /* no timeout */
-	__asm__ volatile("syscall"
-			 : "=a"(r)
-			 : "0"((long)SYS_futex), "D"(w), "S"(op), "d"(val), "r"(r10)
-			 : "rcx", "r11", "memory");
-	return r;
-}
+static int n_donors_made;        /* ... */
 
 static void *donor_main(void *arg)
 {
 	struct tls_donor *d = arg;
 	d->tp = (uint64_t)(uintptr_t)__builtin_thread_pointer();
 	atomic_store_explicit(&d->parked, 1, memory_order_release);
-	while (!atomic_load_explicit(&d->end, memory_order_acquire))
-		raw_futex(&d->end, FUTEX_WAIT_PRIVATE, 0);
-	free(d);
+	for (;;) {
+		long r;
+		register long r10 __asm__("r10") = 0; /* no timeout */
+		__asm__ volatile("syscall"
+				 : "=a"(r)
+				 : "0"((long)SYS_futex), "D"(&d->parked), "S"((long)FUTEX_WAIT_PRIVATE), "d"(1L),
+				   "r"(r10)
+				 : "rcx", "r11", "memory");
+	}
 	return NULL;
 }
 
-/* A parked donor, or NULL (a thread could not be made: the caller's child
- * then holds this thread, CLONE_VFORK) */
+/* A parked donor, or NULL (one a CPU lent, or a thread could not be made:
+ * the caller's child then holds this thread, CLONE_VFORK) */
 static struct tls_donor *donor_get(void)
 {
 	pthread_mutex_lock(&stacks_lock);
 	struct tls_donor *d = donors;
-	if (d) {
-		donors = d->next;
-		n_donors--;
+	static int max;
+	if (!max) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		max = n < 1 ? 1 : n > 64 ? 64 : (int)n;
 	}
-	pthread_mutex_unlock(&stacks_lock);
+	bool make = !d && n_donors_made < max;
 	if (d)
+		donors = d->next;
+	else if (make)
+		n_donors_made++;
+	pthread_mutex_unlock(&stacks_lock);
+	if (!make)
 		return d;
 	d = calloc(1, sizeof(*d));
-	if (!d)
-		return NULL;
 	pthread_attr_t at;
 	pthread_attr_init(&at);
 	pthread_attr_setstacksize(&at, 64u << 10);
@@ -996,11 +997,14 @@ static struct tls_donor *donor_get(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_t t;
-	int r = pthread_create(&t, &at, donor_main, d);
+	int r = d ? pthread_create(&t, &at, donor_main, d) : ENOMEM;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&at);
 	if (r != 0) {
 		free(d);
+		pthread_mutex_lock(&stacks_lock);
+		n_donors_made--;
+		pthread_mutex_unlock(&stacks_lock);
 		return NULL;
 	}
 	pthread_setname_np(t, "boxkite-tls");
@@ -1014,19 +1018,9 @@ static struct tls_donor *donor_get(void)
 static void donor_put(struct tls_donor *d)
 {
 	pthread_mutex_lock(&stacks_lock);
-	bool keep = n_donors < BK_DONORS_KEEP;
-	if (keep) {
-		d->next = donors;
-		donors = d;
-		n_donors++;
-	}
+	d->next = donors;
+	donors = d;
 	pthread_mutex_unlock(&stacks_lock);
-	if (!keep) {
-		/* (it may have ended and freed d before the wake: a stray wake of
-		 * an address is harmless to any futex user, who checks its word) */
-		atomic_store_explicit(&d->end, 1, memory_order_release);
-		raw_futex(&d->end, FUTEX_WAKE_PRIVATE, 1);
-	}
 }
 
 /* An exec made on request: its child is the command itself, born sharing
