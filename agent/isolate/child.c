@@ -943,7 +943,7 @@ static void stack_put(char *st)
  * A child beside its thread gains only while a CPU is free for that thread
  * (its report is read when the command ends or writes, or after 5 ms: a
  * command slowed by a busy machine takes a wake-up more); at 16 clients,
- * a donor for every exec made the execs 1-2% slower. */
+ * a donor for every exec made the execs 1.4-2.4% slower. */
 struct tls_donor {
 	uint64_t tp; /* its thread pointer: what CLONE_SETTLS sets */
 	atomic_int parked;
@@ -973,13 +973,13 @@ static void *donor_main(void *arg)
  * the caller's child then holds this thread, CLONE_VFORK) */
 static struct tls_donor *donor_get(void)
 {
+	static int max; /* under stacks_lock */
 	pthread_mutex_lock(&stacks_lock);
-	struct tls_donor *d = donors;
-	static int max;
 	if (!max) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		max = n < 1 ? 1 : n > 64 ? 64 : (int)n;
 	}
+	struct tls_donor *d = donors;
 	bool make = !d && n_donors_made < max;
 	if (d)
 		donors = d->next;
