@@ -1116,9 +1116,12 @@ static int spawn_child(struct exec_ctx *x, int go_child, int *info_rd_out, pid_t
 	}
 	if (pipe_pair(&info_rd, &info_wr) < 0)
 		return bk_fail(&x->err, -errno, "exec", "cannot create pipes: %s", strerror(errno));
-	_cleanup_(spawn_releasep) struct spawn_mem *m = calloc(1, sizeof(*m));
+	/* (not zeroed: every field is set below; 9 KB an exec) */
+	_cleanup_(spawn_releasep) struct spawn_mem *m = malloc(sizeof(*m));
 	if (!m)
 		return bk_fail(&x->err, -ENOMEM, "container", "no memory for the container's /proc masks");
+	m->stack = NULL;
+	m->donor = NULL;
 	int mr = bk_proc_masks_get(x->pod, &m->masks, &x->err);
 	if (mr < 0)
 		return mr;
