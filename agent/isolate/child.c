@@ -950,7 +950,7 @@ struct tls_donor {
 	struct tls_donor *next;
 };
 static struct tls_donor *donors; /* free, under stacks_lock */
-static int n_donors_made;        /* ... */
+static int n_donors_made;        /* made so far, at most one a CPU; under stacks_lock */
 
 static void *donor_main(void *arg)
 {
