@@ -943,7 +943,8 @@ static void stack_put(char *st)
  * A child beside its thread gains only while a CPU is free for that thread
  * (its report is read when the command ends or writes, or after 5 ms: a
  * command slowed by a busy machine takes a wake-up more); at 16 clients,
- * a donor for every exec made the execs 1.4-2.4% slower. */
+ * a donor for every exec made the execs 2.4% slower, four at most 1.4%,
+ * one a CPU 0.8-1.0% (within the rounds' noise). */
 struct tls_donor {
 	uint64_t tp; /* its thread pointer: what CLONE_SETTLS sets */
 	atomic_int parked;
@@ -1008,7 +1009,8 @@ static struct tls_donor *donor_get(void)
 		return NULL;
 	}
 	pthread_setname_np(t, "boxkite-tls");
-	/* its block is lent only once the thread is in its wait */
+	/* its block is lent only once the thread no longer touches it: from
+	 * the store of parked on, it runs only the raw wait */
 	while (!atomic_load_explicit(&d->parked, memory_order_acquire))
 		sched_yield();
 	return d;
